@@ -1,0 +1,1 @@
+//! Backend message views.

@@ -1,0 +1,1 @@
+//! Frontend message views.

@@ -1,0 +1,1 @@
+//! SCRAM-SHA-256 math. (Filled in by the auth work.)
