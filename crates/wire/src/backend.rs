@@ -115,6 +115,11 @@ impl<'a> CopyResponse<'a> {
 pub struct Fields<'a>(&'a [u8]);
 
 impl<'a> Fields<'a> {
+    /// Views an ErrorResponse/NoticeResponse body; malformed fields surface while iterating.
+    pub fn new(body: &'a [u8]) -> Self {
+        Self(body)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = Result<(u8, &'a str), WireError>> + 'a {
         let mut r = Reader::new(self.0, "ErrorResponse");
         std::iter::from_fn(move || match r.u8() {

@@ -61,7 +61,8 @@ impl Severity {
 #[derive(Debug, Clone, Copy)]
 pub struct ErrorFields<'a> {
     pub severity: Severity,
-    pub code: SqlState,
+    /// The SQLSTATE; a `&str` so a server's own code can be passed along unchanged.
+    pub code: &'a str,
     pub message: &'a str,
     pub detail: Option<&'a str>,
     pub hint: Option<&'a str>,
@@ -69,6 +70,11 @@ pub struct ErrorFields<'a> {
 
 impl<'a> ErrorFields<'a> {
     pub fn new(severity: Severity, code: SqlState, message: &'a str) -> Self {
+        Self { severity, code: code.0, message, detail: None, hint: None }
+    }
+
+    /// With a SQLSTATE that came from elsewhere (a server's error).
+    pub fn with_code(severity: Severity, code: &'a str, message: &'a str) -> Self {
         Self { severity, code, message, detail: None, hint: None }
     }
 
@@ -102,7 +108,7 @@ impl<'a> ErrorFields<'a> {
             b.put_u8(b'V');
             put_cstr(b, sev);
             b.put_u8(b'C');
-            put_cstr(b, self.code.0.as_bytes());
+            put_cstr(b, self.code.as_bytes());
             b.put_u8(b'M');
             put_cstr(b, self.message.as_bytes());
             if let Some(d) = self.detail {

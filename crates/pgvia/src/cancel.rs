@@ -1,0 +1,125 @@
+//! Cancel keys: pgvia gives every client its own (process id, secret) and forwards a matching
+//! CancelRequest to whichever server that client is using at that moment.
+//!
+//! The registry map is touched only when clients connect and disconnect; the session updates
+//! its current target through a lock-free slot each time it takes or gives back a server.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use bytes::{Bytes, BytesMut};
+use rand::RngCore;
+use subtle::ConstantTimeEq;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Where to send a cancel for a client's running query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelTarget {
+    pub server: SocketAddr,
+    pub process_id: u32,
+    pub secret: Bytes,
+}
+
+#[derive(Debug)]
+pub struct CancelSlot {
+    secret: [u8; 4],
+    target: ArcSwapOption<CancelTarget>,
+}
+
+impl CancelSlot {
+    pub fn set(&self, target: Option<CancelTarget>) {
+        self.target.store(target.map(Arc::new));
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct CancelRegistry {
+    slots: Mutex<HashMap<u32, Arc<CancelSlot>>>,
+}
+
+/// A client's registration; dropping it forgets the key.
+pub struct CancelKey {
+    pub process_id: u32,
+    pub secret: [u8; 4],
+    pub slot: Arc<CancelSlot>,
+    registry: Arc<CancelRegistry>,
+}
+
+impl Drop for CancelKey {
+    fn drop(&mut self) {
+        self.registry.slots.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.process_id);
+    }
+}
+
+impl CancelRegistry {
+    /// Issues a fresh random key for a new client.
+    pub fn register(self: &Arc<Self>) -> CancelKey {
+        let mut rng = rand::thread_rng();
+        let mut secret = [0u8; 4];
+        rng.fill_bytes(&mut secret);
+        let slot = Arc::new(CancelSlot { secret, target: ArcSwapOption::empty() });
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        let process_id = loop {
+            // Random ids do not reveal how many clients came before; 0 is avoided because
+            // some drivers treat it as "no key".
+            let id = rng.next_u32() & 0x7fff_ffff;
+            if id != 0 && !slots.contains_key(&id) {
+                break id;
+            }
+        };
+        slots.insert(process_id, slot.clone());
+        CancelKey { process_id, secret, slot, registry: self.clone() }
+    }
+
+    /// The server to cancel for a client's key, if the key is valid and the client is using
+    /// a server right now.
+    pub fn lookup(&self, process_id: u32, secret: &[u8]) -> Option<CancelTarget> {
+        let slot = self.slots.lock().unwrap_or_else(PoisonError::into_inner).get(&process_id).cloned()?;
+        if secret.len() != 4 || !bool::from(slot.secret.ct_eq(secret)) {
+            return None;
+        }
+        slot.target.load_full().map(|t| (*t).clone())
+    }
+}
+
+/// Sends a CancelRequest to a server on a new connection, as PostgreSQL expects.
+pub async fn forward(target: &CancelTarget, timeout: Duration) -> std::io::Result<()> {
+    let send = async {
+        let mut stream = TcpStream::connect(target.server).await?;
+        let mut out = BytesMut::with_capacity(16);
+        wire::build::cancel_request(&mut out, target.process_id, &target.secret);
+        stream.write_all(&out).await?;
+        stream.shutdown().await
+    };
+    tokio::time::timeout(timeout, send).await.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_resolve_only_with_the_right_secret() {
+        let reg = Arc::new(CancelRegistry::default());
+        let key = reg.register();
+        let target = CancelTarget {
+            server: "127.0.0.1:5432".parse().unwrap(),
+            process_id: 42,
+            secret: Bytes::from_static(b"abcd"),
+        };
+        assert_eq!(reg.lookup(key.process_id, &key.secret), None, "no server yet");
+        key.slot.set(Some(target.clone()));
+        assert_eq!(reg.lookup(key.process_id, &key.secret), Some(target));
+        let mut wrong = key.secret;
+        wrong[0] ^= 1;
+        assert_eq!(reg.lookup(key.process_id, &wrong), None);
+        let pid = key.process_id;
+        let secret = key.secret;
+        drop(key);
+        assert_eq!(reg.lookup(pid, &secret), None, "stale key");
+    }
+}

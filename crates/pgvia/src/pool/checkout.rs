@@ -1,0 +1,63 @@
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::Pool;
+use crate::server::ServerConn;
+
+/// A server checked out of a pool. Give it back with [`Checkout::release`], which resets it;
+/// dropping the guard instead closes the connection, so a server whose state is unknown can
+/// never reach another client.
+pub struct Checkout {
+    pool: Arc<Pool>,
+    conn: Option<ServerConn>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Checkout {
+    pub(super) fn new(pool: Arc<Pool>, conn: ServerConn, permit: OwnedSemaphorePermit) -> Self {
+        Self { pool, conn: Some(conn), _permit: permit }
+    }
+
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// The connection. Present until the guard is consumed.
+    pub fn conn(&mut self) -> &mut ServerConn {
+        // Only `release` and `Drop` take the connection out, and both consume the guard.
+        #[allow(clippy::unwrap_used)]
+        self.conn.as_mut().unwrap()
+    }
+
+    pub fn conn_ref(&self) -> &ServerConn {
+        #[allow(clippy::unwrap_used)]
+        self.conn.as_ref().unwrap()
+    }
+
+    /// Resets the server and returns it to the pool, or closes it if it cannot be made clean.
+    pub async fn release(mut self, reset_query: &str, reset_timeout: Duration) {
+        let Some(mut conn) = self.conn.take() else { return };
+        self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
+        match conn.reset(reset_query, reset_timeout).await {
+            Ok(()) => self.pool.put_idle(conn),
+            Err(e) => {
+                self.pool.stats.resets_failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(pool = %self.pool.name, server = conn.id, error = %e, "could not reset server connection; closing it");
+                self.pool.close_conn(conn, "reset failed");
+            }
+        }
+        // The permit drops with `self`, after the server is back in the idle list.
+    }
+}
+
+impl Drop for Checkout {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
+            self.pool.close_conn(conn, "released without reset");
+        }
+    }
+}

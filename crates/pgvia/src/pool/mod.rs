@@ -1,0 +1,201 @@
+//! Server connection pools, one per (database, user).
+//!
+//! A connection is either idle (in the pool's list) or checked out (owned by exactly one
+//! session through a [`Checkout`] guard). Waiting clients queue on a fair semaphore whose
+//! permits are the pool size, so the list lock is held only to push or pop, never across I/O.
+
+mod checkout;
+mod maintain;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::sync::Semaphore;
+
+pub use checkout::Checkout;
+
+use crate::config::PoolSettings;
+use crate::server::{ServerAddress, ServerConn, ServerError};
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PoolKey {
+    pub database: String,
+    pub user: String,
+}
+
+#[derive(Debug, Error)]
+pub enum PoolError {
+    #[error("no server connection in pool \"{pool}\" became free within {waited:?}")]
+    CheckoutTimeout { pool: String, waited: Duration },
+    #[error("pool \"{pool}\" cannot reach its server: {source}")]
+    Connect { pool: String, source: ServerError },
+    #[error("pool \"{pool}\" is closed")]
+    Closed { pool: String },
+}
+
+/// Counters read by logs and, later, the admin console and metrics.
+#[derive(Debug, Default)]
+pub struct PoolStats {
+    pub servers_active: AtomicUsize,
+    pub servers_idle: AtomicUsize,
+    pub clients_waiting: AtomicUsize,
+    pub servers_created: AtomicU64,
+    pub servers_closed: AtomicU64,
+    pub checkouts: AtomicU64,
+    pub checkout_timeouts: AtomicU64,
+    pub resets_failed: AtomicU64,
+}
+
+pub struct Pool {
+    pub key: PoolKey,
+    /// "database/user", for messages.
+    pub name: String,
+    pub settings: PoolSettings,
+    addr: ServerAddress,
+    max_frame: usize,
+    permits: Arc<Semaphore>,
+    idle: Mutex<Vec<ServerConn>>,
+    pub stats: PoolStats,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("name", &self.name).finish()
+    }
+}
+
+impl Pool {
+    pub fn new(key: PoolKey, addr: ServerAddress, settings: PoolSettings, max_frame: usize) -> Arc<Self> {
+        let pool = Arc::new(Pool {
+            name: format!("{}/{}", key.database, key.user),
+            key,
+            permits: Arc::new(Semaphore::new(settings.pool_size)),
+            settings,
+            addr,
+            max_frame,
+            idle: Mutex::new(Vec::new()),
+            stats: PoolStats::default(),
+        });
+        maintain::spawn(Arc::downgrade(&pool));
+        pool
+    }
+
+    pub fn server_address(&self) -> &ServerAddress {
+        &self.addr
+    }
+
+    fn idle_list(&self) -> std::sync::MutexGuard<'_, Vec<ServerConn>> {
+        // A panic while holding this lock cannot leave the Vec inconsistent; keep going.
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes a server for a client, waiting up to the checkout timeout for one to be free.
+    pub async fn checkout(self: &Arc<Self>) -> Result<Checkout, PoolError> {
+        let waited = self.settings.checkout_timeout;
+        self.stats.clients_waiting.fetch_add(1, Ordering::Relaxed);
+        let permit = tokio::time::timeout(waited, self.permits.clone().acquire_owned()).await;
+        self.stats.clients_waiting.fetch_sub(1, Ordering::Relaxed);
+        let permit = match permit {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => return Err(PoolError::Closed { pool: self.name.clone() }),
+            Err(_) => {
+                self.stats.checkout_timeouts.fetch_add(1, Ordering::Relaxed);
+                return Err(PoolError::CheckoutTimeout { pool: self.name.clone(), waited });
+            }
+        };
+        let conn = match self.take_idle() {
+            Some(c) => c,
+            None => self.connect().await?,
+        };
+        self.stats.checkouts.fetch_add(1, Ordering::Relaxed);
+        self.stats.servers_active.fetch_add(1, Ordering::Relaxed);
+        Ok(Checkout::new(self.clone(), conn, permit))
+    }
+
+    /// Pops the most recently used idle server that is still alive; dead ones are dropped.
+    fn take_idle(&self) -> Option<ServerConn> {
+        loop {
+            let mut conn = {
+                let mut idle = self.idle_list();
+                let c = idle.pop()?;
+                self.stats.servers_idle.store(idle.len(), Ordering::Relaxed);
+                c
+            };
+            if conn.is_alive() {
+                return Some(conn);
+            }
+            tracing::info!(pool = %self.name, server = conn.id, "idle server connection was closed by the server; discarding it");
+            self.stats.servers_closed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    async fn connect(&self) -> Result<ServerConn, PoolError> {
+        let conn = ServerConn::connect(&self.addr, self.settings.connect_timeout, self.max_frame)
+            .await
+            .map_err(|source| PoolError::Connect { pool: self.name.clone(), source })?;
+        self.stats.servers_created.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(pool = %self.name, server = conn.id, pid = conn.key.process_id, "opened server connection");
+        Ok(conn)
+    }
+
+    /// Returns a clean server to the idle list, or closes it when it is too old.
+    fn put_idle(&self, mut conn: ServerConn) {
+        let lifetime = self.settings.max_lifetime;
+        if !lifetime.is_zero() && conn.created.elapsed() >= lifetime {
+            self.close_conn(conn, "reached max_lifetime");
+            return;
+        }
+        conn.last_used = std::time::Instant::now();
+        let mut idle = self.idle_list();
+        idle.push(conn);
+        self.stats.servers_idle.store(idle.len(), Ordering::Relaxed);
+    }
+
+    fn close_conn(&self, conn: ServerConn, why: &str) {
+        tracing::debug!(pool = %self.name, server = conn.id, why, "closing server connection");
+        self.stats.servers_closed.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(conn.close());
+    }
+
+    /// Servers currently open (idle and checked out).
+    pub fn server_count(&self) -> usize {
+        self.stats.servers_idle.load(Ordering::Relaxed) + self.stats.servers_active.load(Ordering::Relaxed)
+    }
+
+    /// Stops handing out servers and closes the idle ones (shutdown, or a pool removed by a
+    /// reload). Checked-out servers close when their sessions end.
+    pub fn close(&self) {
+        self.permits.close();
+        let drained: Vec<_> = std::mem::take(&mut *self.idle_list());
+        self.stats.servers_idle.store(0, Ordering::Relaxed);
+        for c in drained {
+            self.close_conn(c, "pool closed");
+        }
+    }
+}
+
+/// All pools, created on first use.
+#[derive(Debug, Default)]
+pub struct Pools {
+    map: Mutex<HashMap<PoolKey, Arc<Pool>>>,
+}
+
+impl Pools {
+    pub fn get_or_create(&self, key: PoolKey, make: impl FnOnce(PoolKey) -> Arc<Pool>) -> Arc<Pool> {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        map.entry(key.clone()).or_insert_with(|| make(key)).clone()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Pool>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner).values().cloned().collect()
+    }
+
+    pub fn close_all(&self) {
+        for p in self.all() {
+            p.close();
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The accept loop and the shutdown sequence.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::net::TcpListener;
+
+use crate::app::{App, AppError, Phase};
+use crate::config::Config;
+
+#[derive(Debug, Error)]
+pub enum ProxyError {
+    #[error(transparent)]
+    App(#[from] AppError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+}
+
+/// A bound, not yet running proxy. Binding first lets callers (tests, the binary) learn the
+/// address before serving.
+pub struct Proxy {
+    app: Arc<App>,
+    listener: TcpListener,
+}
+
+/// How long sessions get to send their last words after `shutdown_timeout` has passed.
+const FINAL_GRACE: Duration = Duration::from_secs(2);
+
+impl Proxy {
+    pub async fn bind(config: Config) -> Result<Self, ProxyError> {
+        let host = config.general.listen_addr.clone();
+        let port = config.general.listen_port;
+        let app = App::new(config)?;
+        let listener = crate::net::listener::bind(&host, port)
+            .await
+            .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
+        Ok(Self { app, listener })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    pub fn app(&self) -> &Arc<App> {
+        &self.app
+    }
+
+    /// Serves until `stop` completes, then shuts down gracefully: new connections are refused
+    /// at once, sessions finish their transactions for up to `shutdown_timeout`, and whoever
+    /// is left is told 57P01 and closed.
+    pub async fn run(self, stop: impl Future<Output = ()>) {
+        let Proxy { app, listener } = self;
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((tcp, peer)) => {
+                        tokio::spawn(crate::session::serve(app.clone(), tcp, peer));
+                    }
+                    Err(e) => {
+                        // Running out of file descriptors must not end the process; back off.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+            }
+        }
+        drop(listener);
+        let timeout = app.config().general.shutdown_timeout;
+        tracing::info!(sessions = app.active_sessions(), ?timeout, "shutting down: no new connections; waiting for transactions to finish");
+        app.set_phase(Phase::Draining);
+        if tokio::time::timeout(timeout, app.sessions_finished()).await.is_err() {
+            tracing::warn!(sessions = app.active_sessions(), "shutdown_timeout reached; closing remaining sessions");
+            app.set_phase(Phase::Terminating);
+            let _ = tokio::time::timeout(FINAL_GRACE, app.sessions_finished()).await;
+        }
+        app.pools.close_all();
+        tracing::info!("pgvia stopped");
+    }
+}

@@ -1,0 +1,271 @@
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use wire::backend::{tag, BackendMessage};
+use wire::{build, FrameDecoder};
+
+use super::error::ServerError;
+use super::tracker::ReplyTracker;
+use crate::auth::{ServerAuthStep, ServerAuthenticator};
+
+/// Where and as whom to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerAddress {
+    pub host: String,
+    pub port: u16,
+    pub dbname: String,
+    pub user: String,
+    pub password: Option<String>,
+}
+
+impl ServerAddress {
+    pub fn display(&self) -> String {
+        format!("{}:{}/{}", self.host, self.port, self.dbname)
+    }
+}
+
+/// The key a server gave for cancelling its queries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendKey {
+    pub process_id: u32,
+    pub secret: Bytes,
+}
+
+/// The server's reported run-time parameters (ParameterStatus), by name.
+pub type ServerParams = BTreeMap<String, String>;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+pub struct ServerConn {
+    pub(crate) stream: TcpStream,
+    pub id: u64,
+    pub key: BackendKey,
+    pub peer: SocketAddr,
+    /// What the server last reported through ParameterStatus.
+    pub params: ServerParams,
+    /// Settings pgvia applied for the current client since the last reset.
+    pub applied: BTreeMap<String, String>,
+    pub tracker: ReplyTracker,
+    /// Bytes read from the server and not yet consumed (reused across clients).
+    pub read_buf: BytesMut,
+    pub decoder: FrameDecoder,
+    pub created: Instant,
+    pub last_used: Instant,
+    /// Set when the server can no longer be trusted (I/O error, FATAL, desync).
+    pub broken: bool,
+    /// Set once a client has sent anything: the reset query is needed before reuse.
+    pub dirty: bool,
+}
+
+impl std::fmt::Debug for ServerConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConn").field("id", &self.id).field("pid", &self.key.process_id).finish()
+    }
+}
+
+impl ServerConn {
+    /// Connects, authenticates and waits for the first ReadyForQuery.
+    pub async fn connect(
+        addr: &ServerAddress,
+        connect_timeout: Duration,
+        max_frame: usize,
+    ) -> Result<Self, ServerError> {
+        let fut = Self::connect_inner(addr, max_frame);
+        match tokio::time::timeout(connect_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(ServerError::ConnectTimeout { addr: addr.display(), after: connect_timeout }),
+        }
+    }
+
+    async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
+        let stream = TcpStream::connect((addr.host.as_str(), addr.port))
+            .await
+            .map_err(|source| ServerError::Connect { addr: addr.display(), source })?;
+        crate::net::stream::tune(&stream);
+        let peer = stream.peer_addr()?;
+        let mut conn = ServerConn {
+            stream,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            key: BackendKey { process_id: 0, secret: Bytes::new() },
+            peer,
+            params: ServerParams::new(),
+            applied: BTreeMap::new(),
+            tracker: ReplyTracker::default(),
+            read_buf: BytesMut::with_capacity(16 * 1024),
+            decoder: FrameDecoder::new(max_frame),
+            created: Instant::now(),
+            last_used: Instant::now(),
+            broken: false,
+            dirty: false,
+        };
+        let mut out = BytesMut::with_capacity(256);
+        build::startup_message(
+            &mut out,
+            [("user", addr.user.as_str()), ("database", addr.dbname.as_str()), ("application_name", "pgvia")],
+        );
+        conn.stream.write_all(&out).await?;
+        let mut auth = ServerAuthenticator::new(&addr.user, addr.password.as_deref());
+        loop {
+            let frame = conn.read_frame().await?;
+            match frame.tag() {
+                tag::AUTHENTICATION => {
+                    out.clear();
+                    if let ServerAuthStep::Ok = auth.on_auth_request(frame.body(), &mut out)? {
+                        continue;
+                    }
+                    if !out.is_empty() {
+                        conn.stream.write_all(&out).await?;
+                    }
+                }
+                tag::ERROR_RESPONSE => return Err(ServerError::from_error_body(frame.body(), true)),
+                tag::READY_FOR_QUERY => return Ok(conn),
+                _ => conn.observe(&frame)?,
+            }
+        }
+    }
+
+    /// Reads one whole frame, for pgvia's own exchanges (startup, internal queries, reset).
+    pub(super) async fn read_frame(&mut self) -> Result<wire::Frame, ServerError> {
+        loop {
+            if let Some(f) = self.decoder.decode(&mut self.read_buf)? {
+                return Ok(f);
+            }
+            if self.stream.read_buf(&mut self.read_buf).await? == 0 {
+                self.broken = true;
+                return Err(ServerError::Closed);
+            }
+        }
+    }
+
+    /// Records what the session must remember from a server message that is not a reply:
+    /// parameter changes and the cancel key.
+    pub(super) fn observe(&mut self, frame: &wire::Frame) -> Result<(), ServerError> {
+        match frame.tag() {
+            tag::PARAMETER_STATUS | tag::BACKEND_KEY_DATA => {
+                self.observe_body(frame.tag(), frame.body())?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// As [`Self::observe`], for the relay, which sees frames in place.
+    pub fn observe_body(&mut self, tag_byte: u8, body: &[u8]) -> Result<(), ServerError> {
+        match BackendMessage::parse_body(tag_byte, body)? {
+            BackendMessage::ParameterStatus { name, value } => {
+                if self.params.get(name).map(String::as_str) != Some(value) {
+                    self.params.insert(name.to_owned(), value.to_owned());
+                }
+            }
+            BackendMessage::BackendKeyData { process_id, secret } => {
+                self.key = BackendKey { process_id, secret: Bytes::copy_from_slice(secret) };
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Runs pgvia's own simple queries, pipelined in one write, and waits for all their
+    /// ReadyForQuery replies. Rows are discarded. The first error is returned after the
+    /// server is back in step.
+    pub async fn run_internal(&mut self, queries: &[&str], timeout: Duration) -> Result<(), ServerError> {
+        let fut = self.run_internal_inner(queries);
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.broken = true;
+                Err(ServerError::Timeout(timeout))
+            }
+        }
+    }
+
+    async fn run_internal_inner(&mut self, queries: &[&str]) -> Result<(), ServerError> {
+        let mut out = BytesMut::new();
+        for q in queries {
+            build::query(&mut out, q);
+            self.tracker.client_sent(b'Q');
+        }
+        if let Err(e) = self.stream.write_all(&out).await {
+            self.broken = true;
+            return Err(e.into());
+        }
+        self.drain(None).await
+    }
+
+    /// Reads and discards replies until nothing is owed; `first_error` collects the first
+    /// ErrorResponse seen.
+    pub(super) async fn drain(&mut self, mut first_error: Option<ServerError>) -> Result<(), ServerError> {
+        while self.tracker.has_pending() {
+            let frame = match self.read_frame().await {
+                Ok(f) => f,
+                Err(e) => {
+                    self.broken = true;
+                    return Err(e);
+                }
+            };
+            self.observe(&frame)?;
+            match self.tracker.server_sent(frame.tag(), frame.body()) {
+                super::ServerEvent::Fatal | super::ServerEvent::Desync => {
+                    self.broken = true;
+                    return Err(if frame.tag() == tag::ERROR_RESPONSE {
+                        ServerError::from_error_body(frame.body(), false)
+                    } else {
+                        ServerError::Desync("unexpected ReadyForQuery")
+                    });
+                }
+                _ => {}
+            }
+            if frame.tag() == tag::ERROR_RESPONSE && first_error.is_none() {
+                first_error = Some(ServerError::from_error_body(frame.body(), false));
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes bytes the relay prepared.
+    pub async fn write_all(&mut self, bytes: &[u8]) -> Result<(), ServerError> {
+        self.stream.write_all(bytes).await.map_err(|e| {
+            self.broken = true;
+            e.into()
+        })
+    }
+
+    /// The socket, for the relay loop which reads and writes it directly.
+    pub fn stream_mut(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
+    /// Checks, without waiting, that an idle server has not closed or sent anything: an idle
+    /// server has nothing to say, so readable bytes mean it is going away (e.g. terminated by
+    /// an administrator, whose FATAL sits in the socket).
+    pub fn is_alive(&mut self) -> bool {
+        if self.broken || !self.read_buf.is_empty() {
+            return false;
+        }
+        let mut probe = [0u8; 1];
+        match self.stream.try_read(&mut probe) {
+            Ok(_) => false,
+            Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+        }
+    }
+
+    /// Sends Terminate and drops the connection, best effort.
+    pub async fn close(mut self) {
+        let mut out = BytesMut::new();
+        build::terminate(&mut out);
+        let _ = tokio::time::timeout(Duration::from_millis(100), self.stream.write_all(&out)).await;
+    }
+
+    /// Consumes `n` bytes of `read_buf` that the relay forwarded.
+    pub fn consume(&mut self, n: usize) {
+        self.read_buf.advance(n);
+    }
+}

@@ -1,0 +1,11 @@
+//! One connection to a PostgreSQL server: connecting and authenticating, the parameters it
+//! reported, what it still owes (the reply tracker), and bringing it back to a clean state.
+
+mod conn;
+mod error;
+mod reset;
+pub mod tracker;
+
+pub use conn::{BackendKey, ServerAddress, ServerConn, ServerParams};
+pub use error::ServerError;
+pub use tracker::{CopyState, ReplyTracker, ServerEvent};

@@ -1,0 +1,73 @@
+//! Bringing a server back to a state any client may receive.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use wire::backend::TransactionStatus;
+use wire::build;
+
+use super::error::ServerError;
+use super::tracker::CopyState;
+use super::ServerConn;
+
+impl ServerConn {
+    /// After a client is done (or gone): finish whatever it left in flight, roll back an open
+    /// transaction, and run `reset_query` if the client ran anything. Returns an error, with
+    /// the server marked broken, when it cannot be made clean within `timeout`; the caller
+    /// must then close it rather than reuse it.
+    pub async fn reset(&mut self, reset_query: &str, timeout: Duration) -> Result<(), ServerError> {
+        if self.broken {
+            return Err(ServerError::Desync("server was already marked broken"));
+        }
+        let result = tokio::time::timeout(timeout, self.reset_inner(reset_query)).await;
+        let result = result.unwrap_or(Err(ServerError::Timeout(timeout)));
+        if result.is_err() {
+            self.broken = true;
+        }
+        result
+    }
+
+    async fn reset_inner(&mut self, reset_query: &str) -> Result<(), ServerError> {
+        let mut out = BytesMut::new();
+        if self.tracker.copy_state() == CopyState::In {
+            // The client vanished mid COPY FROM STDIN: abort it. A Sync follows because an
+            // extended-protocol COPY waits for one after failing; after a simple-protocol
+            // COPY the Sync just earns one more ReadyForQuery, which the tracker expects.
+            build::frame(&mut out, b'f', |b| build::put_cstr(b, b"client disconnected during COPY"));
+            self.tracker.client_sent(b'f');
+        }
+        if self.tracker.needs_sync() || self.tracker.copy_state() == CopyState::In {
+            build::sync(&mut out);
+            self.tracker.client_sent(b'S');
+        }
+        if !out.is_empty() {
+            self.write_all(&out).await?;
+        }
+        // Errors the client's own statements raise while draining are theirs, not ours; only
+        // a broken connection stops the reset.
+        if let Err(e) = self.drain(None).await {
+            if self.broken {
+                return Err(e);
+            }
+        }
+        if self.tracker.copy_state() != CopyState::None || self.tracker.has_pending() {
+            return Err(ServerError::Desync("replies still owed after draining"));
+        }
+        let mut queries: Vec<&str> = Vec::with_capacity(2);
+        if self.tracker.transaction_status() != TransactionStatus::Idle {
+            queries.push("ROLLBACK");
+        }
+        if self.dirty && !reset_query.is_empty() {
+            queries.push(reset_query);
+        }
+        if !queries.is_empty() {
+            self.run_internal_inner(&queries).await?;
+        }
+        if self.tracker.transaction_status() != TransactionStatus::Idle {
+            return Err(ServerError::Desync("transaction still open after ROLLBACK"));
+        }
+        self.applied.clear();
+        self.dirty = false;
+        Ok(())
+    }
+}

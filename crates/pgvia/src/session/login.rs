@@ -1,0 +1,116 @@
+//! From a StartupMessage to ReadyForQuery: protocol negotiation, authentication, limits,
+//! a server from the pool brought to the client's settings, and the welcome messages.
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wire::frontend::tag;
+use wire::sqlstate::SqlState;
+use wire::startup::{parse_options, StartupMessage};
+use wire::{build, FrameDecoder};
+
+use super::error::SessionError;
+use crate::app::App;
+use crate::auth::{AuthMethod, AuthStep, ClientAuthenticator};
+use crate::net::ClientStream;
+
+/// Largest authentication message accepted (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH).
+const MAX_AUTH_FRAME: usize = 65_535 + 5;
+
+/// Who the client is and what it asked for.
+#[derive(Debug, Clone)]
+pub struct ClientIdentity {
+    pub user: String,
+    pub database: String,
+    /// Settings to apply on the server: startup parameters and `options=-c ...`, in order.
+    pub settings: Vec<(String, String)>,
+}
+
+/// Startup parameters that are not settings.
+const NOT_SETTINGS: &[&str] = &["user", "database", "options", "replication"];
+
+pub fn identify(startup: &StartupMessage) -> Result<ClientIdentity, SessionError> {
+    let user = startup.param("user").filter(|u| !u.is_empty()).ok_or_else(|| {
+        SessionError::refused(
+            SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+            "no PostgreSQL user name specified in startup packet",
+        )
+    })?;
+    if startup.param("replication").is_some_and(|r| !matches!(r, "false" | "off" | "no" | "0")) {
+        return Err(SessionError::refused(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            "replication connections are not supported through pgvia; connect to PostgreSQL directly",
+        ));
+    }
+    let database = startup.param("database").filter(|d| !d.is_empty()).unwrap_or(user);
+    let mut settings: Vec<(String, String)> = startup
+        .params
+        .iter()
+        .filter(|(k, _)| !NOT_SETTINGS.contains(&k.as_str()) && !k.starts_with("_pq_."))
+        .cloned()
+        .collect();
+    if let Some(options) = startup.param("options") {
+        let parsed = parse_options(options)
+            .map_err(|m| SessionError::refused(SqlState::PROTOCOL_VIOLATION, format!("invalid options: {m}")))?;
+        settings.extend(parsed);
+    }
+    Ok(ClientIdentity { user: user.to_owned(), database: database.to_owned(), settings })
+}
+
+/// Answers a request for a newer protocol minor version or for protocol options: pgvia
+/// speaks 3.0 and says so, and the client carries on.
+pub fn negotiate(startup: &StartupMessage, out: &mut BytesMut) {
+    let options: Vec<&str> = startup.protocol_options().collect();
+    if startup.minor > 0 || !options.is_empty() {
+        build::negotiate_protocol_version(out, 0, options.into_iter());
+    }
+}
+
+/// Runs the authentication exchange. Returns when the client is authenticated; writes
+/// nothing after the last challenge (the caller sends AuthenticationOk).
+pub async fn authenticate(
+    app: &App,
+    stream: &mut ClientStream,
+    buf: &mut BytesMut,
+    out: &mut BytesMut,
+    user: &str,
+) -> Result<(), SessionError> {
+    let config = app.config();
+    let known = config.user(user);
+    let method = known.and_then(|u| u.auth_method).unwrap_or(config.general.auth_method);
+    if method == AuthMethod::Cleartext && !stream.is_tls() && !config.general.allow_cleartext_without_tls {
+        return Err(SessionError::refused(
+            SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+            "cleartext password authentication is only allowed over TLS (allow_cleartext_without_tls = false)",
+        ));
+    }
+    let secret = known.and_then(|_| app.secret(user));
+    if method == AuthMethod::Trust {
+        return if known.is_some() {
+            Ok(())
+        } else {
+            Err(SessionError::Auth { user: user.to_owned(), source: crate::auth::AuthError::Failed })
+        };
+    }
+    let mut auth = ClientAuthenticator::start(method, secret.as_deref(), user, out);
+    let decoder = FrameDecoder::new(MAX_AUTH_FRAME);
+    loop {
+        stream.write_all(out).await?;
+        out.clear();
+        let frame = loop {
+            if let Some(f) = decoder.decode(buf)? {
+                break f;
+            }
+            if stream.read_buf(buf).await? == 0 {
+                return Err(SessionError::ClientIo(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+        };
+        if frame.tag() != tag::PASSWORD {
+            return Err(SessionError::ProtocolState("expected a password response during authentication"));
+        }
+        match auth.on_password_message(frame.body(), out) {
+            Ok(AuthStep::Continue) => continue,
+            Ok(AuthStep::Done) => return Ok(()),
+            Err(source) => return Err(SessionError::Auth { user: user.to_owned(), source }),
+        }
+    }
+}

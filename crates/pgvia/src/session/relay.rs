@@ -1,0 +1,232 @@
+//! The serve loop: bytes between a client and the server it holds.
+//!
+//! One task owns both sockets. Whatever is readable is read first; complete frames are
+//! checked (client side) or observed (server side) in place and moved whole into the other
+//! side's write buffer, so a round trip costs one read and one write per direction however
+//! many messages it carries. Frames are forwarded as the same bytes; nothing is re-encoded.
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+use wire::frontend::{self, FrontendMessage};
+use wire::FrameDecoder;
+
+use super::error::SessionError;
+use crate::app::Phase;
+use crate::net::ClientStream;
+use crate::server::{ServerConn, ServerError, ServerEvent};
+
+/// Stop reading a side while this much is waiting to be written to the other: the slower
+/// peer sets the pace and memory per session stays bounded.
+const HIGH_WATER: usize = 256 * 1024;
+
+/// Per-session buffers, kept across the session's life so the hot path does not allocate.
+#[derive(Default)]
+pub struct Buffers {
+    pub from_client: BytesMut,
+    pub to_server: BytesMut,
+    pub to_client: BytesMut,
+}
+
+impl Buffers {
+    pub fn new() -> Self {
+        Self {
+            from_client: BytesMut::with_capacity(8 * 1024),
+            to_server: BytesMut::with_capacity(8 * 1024),
+            to_client: BytesMut::with_capacity(16 * 1024),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum RelayEnd {
+    /// The client sent Terminate or closed its socket.
+    ClientDone,
+    /// The client sent something invalid.
+    ClientError(SessionError),
+    /// The server went away or fell out of step; `told_client` when its own FATAL error was
+    /// already forwarded.
+    ServerLost { error: ServerError, told_client: bool },
+    /// Shutting down, and the client is between transactions (or time ran out).
+    Shutdown,
+}
+
+/// Moves the first `n` bytes of `src` to the end of `dst`, without copying when `dst` is
+/// empty and `src` is taken whole (the common case).
+fn move_prefix(src: &mut BytesMut, dst: &mut BytesMut, n: usize) {
+    if n == 0 {
+        return;
+    }
+    if dst.is_empty() && n == src.len() {
+        std::mem::swap(src, dst);
+    } else {
+        dst.extend_from_slice(&src[..n]);
+        src.advance(n);
+    }
+}
+
+/// What a batch of client bytes held.
+struct ClientScan {
+    /// Bytes of whole, valid frames to forward.
+    forward: usize,
+    terminated: bool,
+    error: Option<SessionError>,
+}
+
+fn scan_client(buf: &[u8], decoder: &FrameDecoder, server: &mut ServerConn) -> ClientScan {
+    let mut pos = 0;
+    loop {
+        let len = match decoder.peek_len(&buf[pos..]) {
+            Ok(Some(len)) => len,
+            Ok(None) => return ClientScan { forward: pos, terminated: false, error: None },
+            Err(e) => return ClientScan { forward: pos, terminated: false, error: Some(e.into()) },
+        };
+        let tag = buf[pos];
+        let body = &buf[pos + 5..pos + len];
+        if tag == frontend::tag::TERMINATE {
+            return ClientScan { forward: pos, terminated: true, error: None };
+        }
+        // CopyData bodies are opaque; every other message is checked before a server sees it.
+        if tag != frontend::tag::COPY_DATA {
+            if let Err(e) = FrontendMessage::parse_body(tag, body) {
+                return ClientScan { forward: pos, terminated: false, error: Some(e.into()) };
+            }
+        }
+        server.tracker.client_sent(tag);
+        pos += len;
+    }
+}
+
+/// What a batch of server bytes held.
+struct ServerScan {
+    forward: usize,
+    fatal: bool,
+    error: Option<ServerError>,
+}
+
+fn scan_server(buf: &[u8], server: &mut ServerConn) -> ServerScan {
+    let decoder = server.decoder;
+    let mut pos = 0;
+    let mut fatal = false;
+    loop {
+        let len = match decoder.peek_len(&buf[pos..]) {
+            Ok(Some(len)) => len,
+            Ok(None) => return ServerScan { forward: pos, fatal, error: None },
+            Err(e) => return ServerScan { forward: pos, fatal, error: Some(e.into()) },
+        };
+        let tag = buf[pos];
+        let body = &buf[pos + 5..pos + len];
+        if tag == wire::backend::tag::PARAMETER_STATUS {
+            if let Err(e) = server.observe_body(tag, body) {
+                return ServerScan { forward: pos, fatal, error: Some(e) };
+            }
+        }
+        match server.tracker.server_sent(tag, body) {
+            ServerEvent::Fatal => fatal = true,
+            ServerEvent::Desync => {
+                return ServerScan {
+                    forward: pos,
+                    fatal,
+                    error: Some(ServerError::Desync("ReadyForQuery without a pending request")),
+                }
+            }
+            ServerEvent::Ready { .. } | ServerEvent::Other => {}
+        }
+        pos += len;
+    }
+}
+
+/// Relays until one side is done. The server stays usable unless the result says otherwise;
+/// the caller resets or closes it.
+pub async fn relay(
+    client: &mut ClientStream,
+    server: &mut ServerConn,
+    bufs: &mut Buffers,
+    decoder: &FrameDecoder,
+    shutdown: &mut watch::Receiver<Phase>,
+) -> RelayEnd {
+    let mut draining = *shutdown.borrow() != Phase::Running;
+    let mut server_fatal = false;
+    let (mut cr, mut cw) = tokio::io::split(client);
+    loop {
+        if draining
+            && server.tracker.is_quiescent()
+            && bufs.to_client.is_empty()
+            && bufs.to_server.is_empty()
+        {
+            return RelayEnd::Shutdown;
+        }
+        // Borrow the socket halves and the server's fields separately so one select can wait
+        // on all four directions.
+        let (mut sr, mut sw) = server.stream.split();
+        tokio::select! {
+            biased;
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() == Phase::Terminating {
+                    return RelayEnd::Shutdown;
+                }
+                draining = true;
+            }
+            r = sr.read_buf(&mut server.read_buf), if bufs.to_client.len() < HIGH_WATER => {
+                match r {
+                    Ok(0) => {
+                        server.broken = true;
+                        return RelayEnd::ServerLost { error: ServerError::Closed, told_client: server_fatal };
+                    }
+                    Err(e) => {
+                        server.broken = true;
+                        return RelayEnd::ServerLost { error: e.into(), told_client: server_fatal };
+                    }
+                    Ok(_) => {}
+                }
+                let mut read_buf = std::mem::take(&mut server.read_buf);
+                let scan = scan_server(&read_buf, server);
+                move_prefix(&mut read_buf, &mut bufs.to_client, scan.forward);
+                server.read_buf = read_buf;
+                server_fatal |= scan.fatal;
+                if let Some(error) = scan.error {
+                    server.broken = true;
+                    let _ = cw.write_all(&bufs.to_client).await;
+                    return RelayEnd::ServerLost { error, told_client: false };
+                }
+            }
+            r = cr.read_buf(&mut bufs.from_client), if bufs.to_server.len() < HIGH_WATER => {
+                match r {
+                    Ok(0) | Err(_) => return RelayEnd::ClientDone,
+                    Ok(_) => {}
+                }
+                server.dirty = true;
+                let scan = scan_client(&bufs.from_client, decoder, server);
+                move_prefix(&mut bufs.from_client, &mut bufs.to_server, scan.forward);
+                if scan.terminated || scan.error.is_some() {
+                    // Whatever came before the end is forwarded; the reset that follows
+                    // collects the replies.
+                    if let Err(e) = server.stream.write_all(&bufs.to_server).await {
+                        server.broken = true;
+                        tracing::debug!(error = %e, "server write failed while client was leaving");
+                    }
+                    bufs.to_server.clear();
+                    return match scan.error {
+                        Some(e) => RelayEnd::ClientError(e),
+                        None => RelayEnd::ClientDone,
+                    };
+                }
+            }
+            r = sw.write(&bufs.to_server), if !bufs.to_server.is_empty() => {
+                match r {
+                    Ok(n) => bufs.to_server.advance(n),
+                    Err(e) => {
+                        server.broken = true;
+                        return RelayEnd::ServerLost { error: e.into(), told_client: false };
+                    }
+                }
+            }
+            r = cw.write(&bufs.to_client), if !bufs.to_client.is_empty() => {
+                match r {
+                    Ok(n) => bufs.to_client.advance(n),
+                    Err(_) => return RelayEnd::ClientDone,
+                }
+            }
+        }
+    }
+}
