@@ -279,3 +279,211 @@ pool_mode = "statement"
         ]
     );
 }
+
+#[test]
+fn tls_files_are_required_and_must_be_readable() {
+    assert_eq!(
+        problems("[general]\ntls_mode = \"require\"\n"),
+        [
+            "1: general.tls_cert_file: required when tls_mode is \"require\"",
+            "1: general.tls_key_file: required when tls_mode is \"require\"",
+        ]
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.crt"), "cert").expect("write");
+    std::fs::write(dir.path().join("server.key"), "key").expect("write");
+    let file = dir.path().join("pgvia.toml");
+    std::fs::write(
+        &file,
+        "[general]\ntls_mode = \"allow\"\ntls_cert_file = \"server.crt\"\ntls_key_file = \"server.key\"\n",
+    )
+    .expect("write");
+    let c = Config::load(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.general.tls_cert_file, Some(dir.path().join("server.crt")));
+    assert_eq!(c.general.tls_key_file, Some(dir.path().join("server.key")));
+
+    // Absolute paths are kept; a missing file is named in the message.
+    let missing = dir.path().join("nope.key");
+    let text = format!(
+        "[general]\ntls_mode = \"require\"\ntls_cert_file = \"server.crt\"\ntls_key_file = {:?}\n",
+        missing.display().to_string()
+    );
+    let err = Config::parse(&text, &file).expect_err("missing key file");
+    let [p] = err.problems() else { panic!("{err}") };
+    assert_eq!((p.path.as_str(), p.line), ("general.tls_key_file", Some(4)));
+    assert!(p.message.starts_with(&format!("cannot read {}: ", missing.display())), "{}", p.message);
+
+    // A folder is not a certificate.
+    let text = "[general]\ntls_mode = \"require\"\ntls_cert_file = \".\"\ntls_key_file = \"server.key\"\n";
+    let err = Config::parse(text, &file).expect_err("folder as cert");
+    assert_eq!(err.problems().len(), 1, "{err}");
+    assert_eq!(err.problems()[0].path, "general.tls_cert_file");
+}
+
+fn with_user(general: &str, user: &str) -> String {
+    format!("[general]\n{general}\n[[users]]\nname = \"u\"\n{user}\n")
+}
+
+const SCRAM: &str =
+    "SCRAM-SHA-256$4096:iCdbdCgKiA0WK3GLX1wl6g==$uwyu6LcDNQ2LNXICfkNzMnHmreSxMcAB1E6U9o+4qPs=:\
+                     QcjcoaG5Eoh1okRbOvSkTcPbGhHzsFmx++TcAmEmoes=";
+const MD5: &str = "md51b981baf5d7e076ef51398ab170594e7";
+
+#[test]
+fn passwords_fit_the_auth_method() {
+    // Trust needs no password; every other method does.
+    let c = ok(&with_user("auth_method = \"trust\"", ""));
+    assert_eq!((c.users[0].password.as_deref(), c.users[0].password_for_server()), (None, None));
+    assert_eq!(
+        problems(&with_user("", "auth_method = \"cleartext\"")),
+        [
+            "3: users[0].password: required because auth_method is \"cleartext\"",
+            "5: users[0].auth_method: cleartext passwords are refused without TLS and tls_mode is \"disable\": \
+             enable TLS or set general.allow_cleartext_without_tls = true",
+        ]
+    );
+    assert_eq!(problems(&with_user("", "password = \"\"")), ["5: users[0].password: is empty"]);
+
+    // Each stored format with the methods that can use it.
+    for (password, methods) in [
+        ("plain", &["cleartext", "md5", "scram-sha-256"][..]),
+        (MD5, &["cleartext", "md5"][..]),
+        (SCRAM, &["cleartext", "scram-sha-256"][..]),
+    ] {
+        for method in methods {
+            let general = "allow_cleartext_without_tls = true";
+            ok(&with_user(general, &format!("password = {password:?}\nauth_method = {method:?}")));
+        }
+    }
+    assert_eq!(
+        problems(&with_user("", &format!("password = {SCRAM:?}\nauth_method = \"md5\""))),
+        ["5: users[0].password: a SCRAM-SHA-256 verifier cannot check an md5 login (PostgreSQL has the same \
+          rule); give the plaintext password or use auth_method \"scram-sha-256\""]
+    );
+    assert_eq!(
+        problems(&with_user("auth_method = \"scram-sha-256\"", &format!("password = {MD5:?}"))),
+        ["5: users[0].password: an MD5 hash cannot check a scram-sha-256 login (PostgreSQL has the same rule); \
+          give the plaintext password or a SCRAM-SHA-256 verifier, or use auth_method \"md5\""]
+    );
+    let p = problems(&with_user("", "password = \"SCRAM-SHA-256$4096:c2FsdA==$abc:def\""));
+    assert_eq!(
+        p,
+        ["5: users[0].password: malformed SCRAM-SHA-256 verifier: StoredKey and ServerKey must each be \
+          32 bytes in base64"]
+    );
+    let p = problems(&with_user("", "password = \"SCRAM-SHA-256$4096\""));
+    assert!(p[0].starts_with("5: users[0].password: malformed SCRAM-SHA-256 verifier: expected "), "{p:?}");
+    // Messages never echo a secret.
+    assert!(!p[0].contains("4096"), "{p:?}");
+}
+
+#[test]
+fn server_password_defaults_to_a_plaintext_password() {
+    let c = ok(&with_user("", &format!("password = {SCRAM:?}")));
+    assert_eq!(c.users[0].password_for_server(), None);
+    let c = ok(&with_user("", &format!("password = {SCRAM:?}\nserver_password = \"pw\"")));
+    assert_eq!(c.users[0].password_for_server(), Some("pw"));
+    let c = ok(&with_user("", "password = \"pw\""));
+    assert_eq!(c.users[0].password_for_server(), Some("pw"));
+    assert_eq!(
+        problems(&with_user("", &format!("password = \"pw\"\nserver_password = {SCRAM:?}"))),
+        ["6: users[0].server_password: must be the plaintext password: a SCRAM-SHA-256 verifier cannot \
+          answer the server"]
+    );
+}
+
+#[test]
+fn cleartext_without_tls_is_reported_once_for_the_general_default() {
+    let text = "[general]\nauth_method = \"cleartext\"\n\
+                [[users]]\nname = \"a\"\npassword = \"x\"\n[[users]]\nname = \"b\"\npassword = \"y\"\n";
+    let p = problems(text);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(p[0].starts_with("2: general.auth_method: cleartext passwords are refused without TLS"), "{p:?}");
+    ok(&text.replace("[general]\n", "[general]\nallow_cleartext_without_tls = true\n"));
+}
+
+#[test]
+fn min_idle_is_checked_after_overrides() {
+    let text = r#"[pool]
+min_idle = 4
+
+[[databases]]
+name = "small"
+host = "h"
+pool_size = 3
+
+[[databases]]
+name = "fine"
+host = "h"
+
+[[users]]
+name = "u"
+password = "x"
+pool_size = 2
+
+[[users]]
+name = "v"
+password = "x"
+min_idle = 0
+"#;
+    assert_eq!(
+        problems(text),
+        [
+            "7: databases[0].pool_size: pool_size 3 is smaller than min_idle 4 (set at pool.min_idle)",
+            "16: users[0].pool_size: pool_size 2 is smaller than min_idle 4 (set at pool.min_idle) for \
+             database \"small\" and user \"u\"",
+        ]
+    );
+    // Lowering the database's min_idle fixes its pool; the user still clashes with [pool].
+    let text = text.replace("pool_size = 3", "pool_size = 3\nmin_idle = 1");
+    assert_eq!(
+        problems(&text),
+        ["17: users[0].pool_size: pool_size 2 is smaller than min_idle 4 (set at pool.min_idle) for \
+          database \"fine\" and user \"u\""]
+    );
+}
+
+#[test]
+fn timeouts_and_limits() {
+    assert_eq!(
+        problems("[pool]\nconnect_timeout = \"0s\"\n"),
+        ["2: pool.connect_timeout: must be more than 0s"]
+    );
+    assert_eq!(
+        problems("[[databases]]\nname = \"a\"\nhost = \"h\"\ncheckout_timeout = \"0ms\"\nmax_client_connections = 0\n"),
+        [
+            "4: databases[0].checkout_timeout: must be more than 0s",
+            "5: databases[0].max_client_connections: must be at least 1",
+        ]
+    );
+    let c =
+        ok("[pool]\nidle_timeout = \"0s\"\nmax_lifetime = \"0s\"\n[general]\nshutdown_timeout = \"250ms\"\n");
+    assert_eq!((c.pool.idle_timeout, c.pool.max_lifetime), (Duration::ZERO, Duration::ZERO));
+    assert_eq!(c.general.shutdown_timeout, Duration::from_millis(250));
+    assert_eq!(
+        problems("[general]\nserver_reset_timeout = \"0s\"\n"),
+        ["2: general.server_reset_timeout: must be more than 0s"]
+    );
+    ok("[general]\nmax_message_size = 1024\nserver_reset_query = \"\"\nlog_level = \"warn,pgvia::pool=debug\"\n");
+}
+
+#[test]
+fn io_errors_name_the_file() {
+    let err = Config::load(Path::new("/nonexistent/pgvia.toml")).expect_err("no such file");
+    assert!(matches!(err, ConfigError::Io { .. }));
+    assert!(err.to_string().starts_with("/nonexistent/pgvia.toml: cannot read configuration: "), "{err}");
+    assert!(err.problems().is_empty());
+}
+
+#[test]
+fn display_omits_unknown_lines() {
+    let err = ConfigError::Invalid {
+        file: PathBuf::from("x.toml"),
+        problems: vec![
+            Problem { path: "users[0].password".into(), line: None, message: "is empty".into() },
+            Problem { path: String::new(), line: Some(3), message: "invalid table header".into() },
+        ],
+    };
+    assert_eq!(err.to_string(), "x.toml: users[0].password: is empty\nx.toml:3: invalid table header");
+}

@@ -309,7 +309,7 @@ pub(crate) fn check_scram_verifier(verifier: &str) -> Result<(), &'static str> {
     if !iterations.parse::<u32>().is_ok_and(|n| n >= 1) {
         return Err("the iteration count must be between 1 and 4294967295");
     }
-    if !base64_decoded_len(salt).is_some_and(|n| n > 0) {
+    if matches!(base64_decoded_len(salt), None | Some(0)) {
         return Err("the salt is not base64");
     }
     if base64_decoded_len(stored_key) != Some(32) || base64_decoded_len(server_key) != Some(32) {
@@ -322,7 +322,7 @@ pub(crate) fn check_scram_verifier(verifier: &str) -> Result<(), &'static str> {
 /// is not one.
 fn base64_decoded_len(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
-    if bytes.is_empty() || bytes.len() % 4 != 0 {
+    if bytes.is_empty() || !bytes.chunks_exact(4).remainder().is_empty() {
         return None;
     }
     let padding = bytes.iter().rev().take_while(|&&b| b == b'=').count();
