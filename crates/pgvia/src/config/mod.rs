@@ -1,1 +1,155 @@
-//! Configuration.
+//! Configuration: `pgvia.toml` parsed into plain data and validated as a whole.
+//!
+//! Loading is parse → deserialize (first type error stops it, as serde must) → validate
+//! (every semantic problem collected). The result is plain data with no globals, so callers
+//! can build snapshots from it and tests can load as many configurations as they like.
+//! The file format is documented for operators in `docs/configuration.md`.
+
+mod error;
+mod model;
+mod resolve;
+mod spans;
+mod validate;
+mod values;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub use error::{ConfigError, Problem};
+pub use model::{
+    AuthMethod, Config, Database, General, PasswordFormat, PoolDefaults, PoolMode, PoolSettings, TlsMode,
+    User,
+};
+pub use values::parse_duration;
+
+impl Config {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Io { path: path.to_owned(), source })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses and validates `text`. `origin` is the file it came from: it names the file in
+    /// messages, and relative TLS paths are resolved against its folder.
+    pub fn parse(text: &str, origin: &Path) -> Result<Config, ConfigError> {
+        let invalid = |problems| ConfigError::Invalid { file: origin.to_owned(), problems };
+        let mut config: Config = serde_path_to_error::deserialize(toml::Deserializer::new(text))
+            .map_err(|e| invalid(vec![deserialize_problem(text, e)]))?;
+        config.resolve_paths(origin);
+
+        let mut problems = validate::validate(&config);
+        if problems.is_empty() {
+            return Ok(config);
+        }
+        let spans = spans::Spans::new(text);
+        for p in &mut problems {
+            p.line = spans.line_of(&p.path);
+        }
+        // File order reads best; stable, so problems on one line keep the order they were found.
+        problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+        Err(invalid(problems))
+    }
+
+    /// The `[[databases]]` entry clients call `name`.
+    pub fn database(&self, name: &str) -> Option<&Database> {
+        self.databases.iter().find(|d| d.name == name)
+    }
+
+    /// The `[[users]]` entry called `name`.
+    pub fn user(&self, name: &str) -> Option<&User> {
+        self.users.iter().find(|u| u.name == name)
+    }
+
+    /// The authentication method for `user`: its own, else `general.auth_method`.
+    pub fn auth_method(&self, user: &User) -> AuthMethod {
+        user.auth_method.unwrap_or(self.general.auth_method)
+    }
+
+    /// Settings of the (`db`, `user`) pool: each key from the user if set there, else from
+    /// the database, else from `[pool]`.
+    pub fn pool_settings(&self, db: &Database, user: &User) -> PoolSettings {
+        resolve::pool_settings(&self.pool, db, user)
+    }
+
+    fn resolve_paths(&mut self, origin: &Path) {
+        let base = origin.parent().unwrap_or(Path::new(""));
+        for file in [&mut self.general.tls_cert_file, &mut self.general.tls_key_file].into_iter().flatten() {
+            if file.is_relative() {
+                *file = base.join(&*file);
+            }
+        }
+    }
+}
+
+/// Turns the one error serde stops at into a problem with a path and, when toml knows the
+/// span, a line.
+fn deserialize_problem(text: &str, err: serde_path_to_error::Error<toml::de::Error>) -> Problem {
+    let mut path = err.path().to_string();
+    if path == "." {
+        path.clear();
+    }
+    let inner = err.into_inner();
+    let line = inner.span().map(|span| spans::line_at(text, span.start));
+    // toml's syntax messages span several lines; a problem is one line.
+    let mut message = inner.message().trim().lines().collect::<Vec<_>>().join("; ");
+    // serde reports a missing key at its table; point at the key itself.
+    if let Some(key) = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`')) {
+        path = if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
+        message = "required key is missing".to_owned();
+    }
+    Problem { path, line, message }
+}
+
+/// `pgvia check --config FILE`: prints `configuration OK` to stdout and returns success, or
+/// prints every problem to stderr, one per line, and returns exit code 1.
+pub fn check_command(path: &Path) -> ExitCode {
+    let code = check(path, &mut std::io::stdout().lock(), &mut std::io::stderr().lock());
+    ExitCode::from(code)
+}
+
+fn check(path: &Path, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    // A closed stdout or stderr must not turn a verdict into a panic; the exit code still says it.
+    match Config::load(path) {
+        Ok(_) => {
+            let _ = writeln!(out, "configuration OK");
+            0
+        }
+        Err(e) => {
+            let _ = writeln!(err, "{e}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_reports_ok_and_problems() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let good = dir.path().join("good.toml");
+        std::fs::write(&good, "[general]\nauth_method = \"trust\"\n").expect("write");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(check(&good, &mut out, &mut err), 0);
+        assert_eq!(String::from_utf8_lossy(&out), "configuration OK\n");
+        assert!(err.is_empty());
+
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "[pool]\npool_size = 0\nmin_idle = 1\n").expect("write");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(check(&bad, &mut out, &mut err), 1);
+        assert!(out.is_empty());
+        assert_eq!(
+            String::from_utf8_lossy(&err),
+            format!("{}:2: pool.pool_size: must be at least 1\n", bad.display())
+        );
+
+        let missing = dir.path().join("missing.toml");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(check(&missing, &mut out, &mut err), 1);
+        assert!(String::from_utf8_lossy(&err).starts_with(&format!("{}: cannot read", missing.display())));
+    }
+}

@@ -1,0 +1,357 @@
+//! The shape of `pgvia.toml`, as serde structs.
+//!
+//! Every table rejects unknown keys: a misspelt `pool_szie` silently falling back to the
+//! default is the kind of mistake that only shows up under production load.
+//! Reloading is not implemented yet, so every key takes effect at start-up only.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::values;
+
+/// How a client proves who it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+pub enum AuthMethod {
+    /// No password asked.
+    #[serde(rename = "trust")]
+    Trust,
+    /// The client sends its password as is.
+    #[serde(rename = "cleartext")]
+    Cleartext,
+    /// PostgreSQL's salted MD5 challenge.
+    #[serde(rename = "md5")]
+    Md5,
+    /// SCRAM-SHA-256 (RFC 7677), PostgreSQL's default since version 14.
+    #[serde(rename = "scram-sha-256")]
+    ScramSha256,
+}
+
+impl fmt::Display for AuthMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AuthMethod::Trust => "trust",
+            AuthMethod::Cleartext => "cleartext",
+            AuthMethod::Md5 => "md5",
+            AuthMethod::ScramSha256 => "scram-sha-256",
+        })
+    }
+}
+
+/// Whether clients may or must use TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    /// TLS requests are declined; every client uses a plain socket.
+    Disable,
+    /// Clients choose.
+    Allow,
+    /// Clients that do not ask for TLS are refused.
+    Require,
+}
+
+impl fmt::Display for TlsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TlsMode::Disable => "disable",
+            TlsMode::Allow => "allow",
+            TlsMode::Require => "require",
+        })
+    }
+}
+
+/// When a server connection goes back to the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolMode {
+    /// When the client disconnects.
+    Session,
+    /// At the end of each transaction (not implemented yet).
+    Transaction,
+    /// After each statement (not implemented yet).
+    Statement,
+}
+
+impl fmt::Display for PoolMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PoolMode::Session => "session",
+            PoolMode::Transaction => "transaction",
+            PoolMode::Statement => "statement",
+        })
+    }
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[general]`: process-wide settings. Optional; every key has a default.
+    #[serde(default)]
+    pub general: General,
+    /// `[pool]`: pool defaults, overridable per database and per user. Optional.
+    #[serde(default)]
+    pub pool: PoolDefaults,
+    /// `[[databases]]`: the databases clients may ask for. Default: none.
+    #[serde(default)]
+    pub databases: Vec<Database>,
+    /// `[[users]]`: the users who may log in. Default: none (then nobody can log in).
+    #[serde(default)]
+    pub users: Vec<User>,
+}
+
+/// `[general]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct General {
+    /// Address to listen on, an IP address or a hostname. Default `"127.0.0.1"`.
+    pub listen_addr: String,
+    /// TCP port to listen on. Default 6432.
+    #[serde(deserialize_with = "values::port")]
+    pub listen_port: u16,
+    /// Most clients connected at once, whole process; more are refused with SQLSTATE 53300.
+    /// Default 10000, at least 1.
+    pub max_client_connections: u32,
+    /// Client-side TLS: `disable`, `allow` or `require`. Default `disable`.
+    pub tls_mode: TlsMode,
+    /// PEM certificate chain. Required unless `tls_mode = "disable"`. A relative path is
+    /// resolved against the configuration file's folder when the file is loaded.
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key, same rules as `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// Authentication method for users that do not set their own. Default `scram-sha-256`.
+    pub auth_method: AuthMethod,
+    /// Allow `cleartext` password authentication on sockets without TLS. Default false.
+    pub allow_cleartext_without_tls: bool,
+    /// Largest protocol message, in bytes, accepted from a client or a server.
+    /// Default 67108864 (64 MiB); between 1024 and 2147483647.
+    pub max_message_size: u32,
+    /// How long shutdown waits for clients to finish before closing them. Default `"30s"`;
+    /// `"0s"` closes them at once.
+    #[serde(deserialize_with = "values::duration")]
+    pub shutdown_timeout: Duration,
+    /// Query run on a server connection before another client may use it. Default
+    /// `"DISCARD ALL"`; an empty string runs nothing.
+    pub server_reset_query: String,
+    /// How long the reset query may take before the server connection is closed instead.
+    /// Default `"5s"`, more than zero.
+    #[serde(deserialize_with = "values::duration")]
+    pub server_reset_timeout: Duration,
+    /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or a tracing
+    /// directive list such as `"info,pgvia::pool=debug"`. Default `"info"`.
+    pub log_level: String,
+}
+
+impl Default for General {
+    fn default() -> Self {
+        General {
+            listen_addr: "127.0.0.1".to_owned(),
+            listen_port: 6432,
+            max_client_connections: 10_000,
+            tls_mode: TlsMode::Disable,
+            tls_cert_file: None,
+            tls_key_file: None,
+            auth_method: AuthMethod::ScramSha256,
+            allow_cleartext_without_tls: false,
+            max_message_size: 64 * 1024 * 1024,
+            shutdown_timeout: Duration::from_secs(30),
+            server_reset_query: "DISCARD ALL".to_owned(),
+            server_reset_timeout: Duration::from_secs(5),
+            log_level: "info".to_owned(),
+        }
+    }
+}
+
+/// `[pool]`: defaults for every (database, user) pool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoolDefaults {
+    /// `session`, `transaction` or `statement`; only `session` is implemented. Default `session`.
+    pub pool_mode: PoolMode,
+    /// Most server connections per (database, user) pool. Default 20, at least 1.
+    pub pool_size: u32,
+    /// Idle server connections kept open per pool, at most `pool_size`. Default 0.
+    pub min_idle: u32,
+    /// How long opening a server connection (TCP, TLS, authentication) may take. Default `"5s"`,
+    /// more than zero.
+    #[serde(deserialize_with = "values::duration")]
+    pub connect_timeout: Duration,
+    /// How long a client waits for a free server connection before SQLSTATE 53300.
+    /// Default `"30s"`, more than zero.
+    #[serde(deserialize_with = "values::duration")]
+    pub checkout_timeout: Duration,
+    /// Close a server connection idle for longer than this. Default `"10m"`; `"0s"` = never.
+    #[serde(deserialize_with = "values::duration")]
+    pub idle_timeout: Duration,
+    /// Close a server connection older than this when it next goes idle. Default `"1h"`;
+    /// `"0s"` = never.
+    #[serde(deserialize_with = "values::duration")]
+    pub max_lifetime: Duration,
+}
+
+impl Default for PoolDefaults {
+    fn default() -> Self {
+        PoolDefaults {
+            pool_mode: PoolMode::Session,
+            pool_size: 20,
+            min_idle: 0,
+            connect_timeout: Duration::from_secs(5),
+            checkout_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(600),
+            max_lifetime: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// One `[[databases]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Database {
+    /// The name clients ask for. Required, unique, not empty.
+    pub name: String,
+    /// PostgreSQL server host name or IP address. Required.
+    pub host: String,
+    /// PostgreSQL server port. Default 5432.
+    #[serde(default = "default_server_port", deserialize_with = "values::port")]
+    pub port: u16,
+    /// Database name on the server. Default: `name`. Use [`Database::server_dbname`].
+    #[serde(default)]
+    pub dbname: Option<String>,
+    /// Most clients connected to this database at once. Default: no limit but the
+    /// process-wide `general.max_client_connections`.
+    #[serde(default)]
+    pub max_client_connections: Option<u32>,
+    /// Overrides `[pool] pool_mode` for this database.
+    #[serde(default)]
+    pub pool_mode: Option<PoolMode>,
+    /// Overrides `[pool] pool_size` for this database.
+    #[serde(default)]
+    pub pool_size: Option<u32>,
+    /// Overrides `[pool] min_idle` for this database.
+    #[serde(default)]
+    pub min_idle: Option<u32>,
+    /// Overrides `[pool] connect_timeout` for this database.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub connect_timeout: Option<Duration>,
+    /// Overrides `[pool] checkout_timeout` for this database.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub checkout_timeout: Option<Duration>,
+    /// Overrides `[pool] idle_timeout` for this database.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub idle_timeout: Option<Duration>,
+    /// Overrides `[pool] max_lifetime` for this database.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub max_lifetime: Option<Duration>,
+}
+
+impl Database {
+    /// The database name to send to the server.
+    pub fn server_dbname(&self) -> &str {
+        self.dbname.as_deref().unwrap_or(&self.name)
+    }
+}
+
+fn default_server_port() -> u16 {
+    5432
+}
+
+/// One `[[users]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct User {
+    /// User name, both towards clients and towards the server. Required, unique, not empty.
+    pub name: String,
+    /// What clients must prove: a plaintext password, `md5` + 32 hex digits, or a
+    /// SCRAM-SHA-256 verifier. Required unless the user's effective `auth_method` is `trust`.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// Overrides `general.auth_method` for this user.
+    #[serde(default)]
+    pub auth_method: Option<AuthMethod>,
+    /// Plaintext password pgvia gives when PostgreSQL asks for one. Default: `password` when
+    /// that is plaintext. Use [`User::password_for_server`].
+    #[serde(default)]
+    pub server_password: Option<String>,
+    /// Overrides the database's and `[pool]`'s `pool_mode` for this user.
+    #[serde(default)]
+    pub pool_mode: Option<PoolMode>,
+    /// Overrides the database's and `[pool]`'s `pool_size` for this user.
+    #[serde(default)]
+    pub pool_size: Option<u32>,
+    /// Overrides the database's and `[pool]`'s `min_idle` for this user.
+    #[serde(default)]
+    pub min_idle: Option<u32>,
+    /// Overrides the database's and `[pool]`'s `connect_timeout` for this user.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub connect_timeout: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `checkout_timeout` for this user.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub checkout_timeout: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `idle_timeout` for this user.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub idle_timeout: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `max_lifetime` for this user.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub max_lifetime: Option<Duration>,
+}
+
+/// What kind of secret a `password` value holds, decided by its spelling the way PostgreSQL
+/// decides for `rolpassword`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PasswordFormat {
+    /// Anything that is neither of the others.
+    Plaintext,
+    /// `md5` followed by 32 hexadecimal digits: md5(password || user name).
+    Md5,
+    /// Starts with `SCRAM-SHA-256$` (well formed or not; validation reports the latter).
+    ScramSha256,
+}
+
+impl PasswordFormat {
+    /// Classifies a stored password.
+    pub fn of(password: &str) -> PasswordFormat {
+        if password.starts_with("SCRAM-SHA-256$") {
+            PasswordFormat::ScramSha256
+        } else if password.len() == 35
+            && password.starts_with("md5")
+            && password[3..].bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            PasswordFormat::Md5
+        } else {
+            PasswordFormat::Plaintext
+        }
+    }
+}
+
+impl User {
+    /// The password pgvia sends to PostgreSQL: `server_password`, else `password` if it is
+    /// plaintext, else none (the server must then not ask for one).
+    pub fn password_for_server(&self) -> Option<&str> {
+        match (&self.server_password, &self.password) {
+            (Some(p), _) => Some(p),
+            (None, Some(p)) if PasswordFormat::of(p) == PasswordFormat::Plaintext => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// Pool settings for one (database, user) pair, overrides resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// When a server connection goes back to the pool.
+    pub pool_mode: PoolMode,
+    /// Most server connections in this pool, at least 1.
+    pub pool_size: u32,
+    /// Idle server connections to keep open, at most `pool_size`.
+    pub min_idle: u32,
+    /// Time limit for opening a server connection.
+    pub connect_timeout: Duration,
+    /// How long a client waits for a server connection.
+    pub checkout_timeout: Duration,
+    /// Idle time after which a server connection is closed; zero means never.
+    pub idle_timeout: Duration,
+    /// Age after which a server connection is closed when next idle; zero means never.
+    pub max_lifetime: Duration,
+}

@@ -1,0 +1,390 @@
+//! Semantic checks run after a file deserialized cleanly.
+//!
+//! Every check runs and every problem is collected, so an operator fixes a file in one pass
+//! instead of one restart per mistake. Messages never quote passwords.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+use super::error::Problem;
+use super::model::{AuthMethod, Config, PasswordFormat, PoolMode, TlsMode, User};
+use super::resolve::{Layer, Stack};
+
+/// All problems with `config`, in no particular order and without line numbers.
+pub(crate) fn validate(config: &Config) -> Vec<Problem> {
+    let mut v = Validator { problems: Vec::new() };
+    v.general(config);
+    let pool = Layer::pool(&config.pool);
+    let databases: Vec<Layer> =
+        config.databases.iter().enumerate().map(|(i, d)| Layer::database(i, d)).collect();
+    let users: Vec<Layer> = config.users.iter().enumerate().map(|(i, u)| Layer::user(i, u)).collect();
+    for layer in std::iter::once(&pool).chain(&databases).chain(&users) {
+        v.layer(layer);
+    }
+    v.databases(config);
+    v.users(config);
+    v.min_idle_within_pool_size(config, &pool, &databases, &users);
+    v.problems
+}
+
+struct Validator {
+    problems: Vec<Problem>,
+}
+
+impl Validator {
+    fn report(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem::new(path, message));
+    }
+
+    fn general(&mut self, config: &Config) {
+        let g = &config.general;
+        if g.listen_addr.is_empty() || g.listen_addr.contains(char::is_whitespace) {
+            self.report(
+                "general.listen_addr",
+                format!("expected an IP address or a hostname, got {:?}", g.listen_addr),
+            );
+        }
+        if g.max_client_connections == 0 {
+            self.report("general.max_client_connections", "must be at least 1");
+        }
+        if g.max_message_size < 1024 || g.max_message_size > i32::MAX as u32 {
+            self.report(
+                "general.max_message_size",
+                format!("must be between 1024 and {}, got {}", i32::MAX, g.max_message_size),
+            );
+        }
+        if g.server_reset_timeout.is_zero() {
+            self.report("general.server_reset_timeout", "must be more than 0s");
+        }
+        if let Err(message) = check_log_level(&g.log_level) {
+            self.report("general.log_level", message);
+        }
+        if g.tls_mode != TlsMode::Disable {
+            let files = [("tls_cert_file", &g.tls_cert_file), ("tls_key_file", &g.tls_key_file)];
+            for (key, file) in files {
+                let path = format!("general.{key}");
+                match file {
+                    None => self.report(path, format!("required when tls_mode is \"{}\"", g.tls_mode)),
+                    Some(file) => {
+                        if let Err(message) = check_readable(file) {
+                            self.report(path, message);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks on the pool keys a layer sets itself.
+    fn layer(&mut self, layer: &Layer) {
+        let at = |key: &str| format!("{}.{key}", layer.path);
+        if let Some(mode) = layer.pool_mode.filter(|m| *m != PoolMode::Session) {
+            self.report(
+                at("pool_mode"),
+                format!("pool_mode \"{mode}\" is not implemented yet; use \"session\""),
+            );
+        }
+        if layer.pool_size == Some(0) {
+            self.report(at("pool_size"), "must be at least 1");
+        }
+        let must_be_positive =
+            [("connect_timeout", layer.connect_timeout), ("checkout_timeout", layer.checkout_timeout)];
+        for (key, value) in must_be_positive {
+            if value.is_some_and(|d: Duration| d.is_zero()) {
+                self.report(at(key), "must be more than 0s");
+            }
+        }
+    }
+
+    fn databases(&mut self, config: &Config) {
+        let mut seen = HashMap::new();
+        for (i, db) in config.databases.iter().enumerate() {
+            let at = |key: &str| format!("databases[{i}].{key}");
+            self.name(&at("name"), &db.name, "database", &mut seen);
+            if db.host.is_empty() || db.host.contains(char::is_whitespace) {
+                self.report(at("host"), format!("expected an IP address or a hostname, got {:?}", db.host));
+            }
+            if let Some(dbname) = &db.dbname {
+                if dbname.is_empty() || dbname.contains('\0') {
+                    self.report(at("dbname"), "must be a non-empty name without NUL characters");
+                }
+            }
+            if db.max_client_connections == Some(0) {
+                self.report(at("max_client_connections"), "must be at least 1");
+            }
+        }
+    }
+
+    fn users(&mut self, config: &Config) {
+        let mut seen = HashMap::new();
+        // Reported once, not once per user inheriting it.
+        let mut general_cleartext_reported = false;
+        for (i, user) in config.users.iter().enumerate() {
+            self.name(&format!("users[{i}].name"), &user.name, "user", &mut seen);
+            let inherited = user.auth_method.is_none();
+            let method = user.auth_method.unwrap_or(config.general.auth_method);
+            let method_path =
+                if inherited { "general.auth_method".to_owned() } else { format!("users[{i}].auth_method") };
+            if method == AuthMethod::Cleartext
+                && config.general.tls_mode == TlsMode::Disable
+                && !config.general.allow_cleartext_without_tls
+                && !(inherited && general_cleartext_reported)
+            {
+                general_cleartext_reported |= inherited;
+                self.report(
+                    method_path,
+                    "cleartext passwords are refused without TLS and tls_mode is \"disable\": \
+                     enable TLS or set general.allow_cleartext_without_tls = true",
+                );
+            }
+            self.password(i, user, method);
+        }
+    }
+
+    fn password(&mut self, i: usize, user: &User, method: AuthMethod) {
+        let at = |key: &str| format!("users[{i}].{key}");
+        match &user.password {
+            None if method != AuthMethod::Trust => {
+                self.report(at("password"), format!("required because auth_method is \"{method}\""));
+            }
+            None => {}
+            Some(p) if p.is_empty() && method != AuthMethod::Trust => {
+                self.report(at("password"), "is empty");
+            }
+            Some(p) => match PasswordFormat::of(p) {
+                PasswordFormat::ScramSha256 => {
+                    if let Err(why) = check_scram_verifier(p) {
+                        self.report(at("password"), format!("malformed SCRAM-SHA-256 verifier: {why}"));
+                    } else if method == AuthMethod::Md5 {
+                        self.report(
+                            at("password"),
+                            "a SCRAM-SHA-256 verifier cannot check an md5 login (PostgreSQL has the \
+                             same rule); give the plaintext password or use auth_method \"scram-sha-256\"",
+                        );
+                    }
+                }
+                PasswordFormat::Md5 if method == AuthMethod::ScramSha256 => {
+                    self.report(
+                        at("password"),
+                        "an MD5 hash cannot check a scram-sha-256 login (PostgreSQL has the same \
+                         rule); give the plaintext password or a SCRAM-SHA-256 verifier, or use \
+                         auth_method \"md5\"",
+                    );
+                }
+                PasswordFormat::Md5 | PasswordFormat::Plaintext => {}
+            },
+        }
+        if let Some(p) = &user.server_password {
+            if p.is_empty() {
+                self.report(at("server_password"), "is empty");
+            } else if PasswordFormat::of(p) == PasswordFormat::ScramSha256 {
+                self.report(
+                    at("server_password"),
+                    "must be the plaintext password: a SCRAM-SHA-256 verifier cannot answer the server",
+                );
+            }
+        }
+    }
+
+    /// Names travel in startup packets as C strings, so NUL cannot be part of one.
+    fn name(&mut self, path: &str, name: &str, what: &str, seen: &mut HashMap<String, String>) {
+        if name.is_empty() || name.contains('\0') {
+            self.report(path, "must be a non-empty name without NUL characters");
+        } else if let Some(first) = seen.get(name) {
+            self.report(path, format!("duplicate {what} name {name:?} (first at {first})"));
+        } else {
+            seen.insert(name.to_owned(), path.trim_end_matches(".name").to_owned());
+        }
+    }
+
+    /// Pools exist per (database, user), so `min_idle <= pool_size` must hold for every pair
+    /// after overrides. Each contradiction is reported once, at the more specific of the two
+    /// keys involved, rather than once per pair it breaks.
+    fn min_idle_within_pool_size(&mut self, config: &Config, pool: &Layer, dbs: &[Layer], users: &[Layer]) {
+        let mut stacks: Vec<(Stack<'_>, String)> = vec![(Stack([None, None, Some(pool)]), String::new())];
+        for (db, d) in dbs.iter().zip(&config.databases) {
+            stacks.push((Stack([None, Some(db), Some(pool)]), String::new()));
+            for (user, u) in users.iter().zip(&config.users) {
+                let pair = format!(" for database {:?} and user {:?}", d.name, u.name);
+                stacks.push((Stack([Some(user), Some(db), Some(pool)]), pair));
+            }
+        }
+        for user in users {
+            stacks.push((Stack([Some(user), None, Some(pool)]), String::new()));
+        }
+        let mut reported = HashSet::new();
+        for (stack, pair) in stacks {
+            let (Some((size, size_at)), Some((idle, idle_at))) =
+                (stack.pick(|l| l.pool_size), stack.pick(|l| l.min_idle))
+            else {
+                continue;
+            };
+            if size == 0 || idle <= size || !reported.insert((size_at.path.clone(), idle_at.path.clone())) {
+                continue;
+            }
+            let pair = if size_at.path.starts_with("users") || idle_at.path.starts_with("users") {
+                pair
+            } else {
+                String::new()
+            };
+            if specificity(&idle_at.path) >= specificity(&size_at.path) {
+                let from = if idle_at.path == size_at.path {
+                    String::new()
+                } else {
+                    format!(" (set at {}.pool_size)", size_at.path)
+                };
+                self.report(
+                    format!("{}.min_idle", idle_at.path),
+                    format!("min_idle {idle} is larger than pool_size {size}{from}{pair}"),
+                );
+            } else {
+                self.report(
+                    format!("{}.pool_size", size_at.path),
+                    format!(
+                        "pool_size {size} is smaller than min_idle {idle} (set at {}.min_idle){pair}",
+                        idle_at.path
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn specificity(layer_path: &str) -> u8 {
+    if layer_path.starts_with("users") {
+        2
+    } else if layer_path.starts_with("databases") {
+        1
+    } else {
+        0
+    }
+}
+
+fn check_readable(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    match file.metadata() {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(format!("{shown} is not a file")),
+        Err(e) => Err(format!("cannot read {shown}: {e}")),
+    }
+}
+
+const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// Accepts a level or `level,target=level,...`. A bare word that is not a level would be
+/// taken by tracing as a target name with everything enabled, which is never what a typo
+/// such as `"infp"` meant, so it is refused here.
+fn check_log_level(filter: &str) -> Result<(), String> {
+    let is_level = |s: &str| LEVELS.iter().any(|l| l.eq_ignore_ascii_case(s.trim()));
+    let ok = !filter.trim().is_empty()
+        && filter.split(',').all(|directive| match directive.rsplit_once('=') {
+            Some((target, level)) => !target.trim().is_empty() && is_level(level),
+            None => is_level(directive),
+        })
+        && tracing_subscriber::EnvFilter::try_new(filter).is_ok();
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "expected a level (error, warn, info, debug, trace, off) or directives such as \
+             \"info,pgvia::pool=debug\", got {filter:?}"
+        ))
+    }
+}
+
+/// Checks `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`, the `rolpassword`
+/// format, with base64 salt and 32-byte base64 keys.
+pub(crate) fn check_scram_verifier(verifier: &str) -> Result<(), &'static str> {
+    const SHAPE: &str =
+        "expected SCRAM-SHA-256$<iterations>:<base64 salt>$<base64 StoredKey>:<base64 ServerKey>";
+    let rest = verifier.strip_prefix("SCRAM-SHA-256$").ok_or(SHAPE)?;
+    let (params, keys) = rest.split_once('$').ok_or(SHAPE)?;
+    let (iterations, salt) = params.split_once(':').ok_or(SHAPE)?;
+    let (stored_key, server_key) = keys.split_once(':').ok_or(SHAPE)?;
+    if iterations.is_empty() || !iterations.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("the iteration count is not a number");
+    }
+    if !iterations.parse::<u32>().is_ok_and(|n| n >= 1) {
+        return Err("the iteration count must be between 1 and 4294967295");
+    }
+    if matches!(base64_decoded_len(salt), None | Some(0)) {
+        return Err("the salt is not base64");
+    }
+    if base64_decoded_len(stored_key) != Some(32) || base64_decoded_len(server_key) != Some(32) {
+        return Err("StoredKey and ServerKey must each be 32 bytes in base64");
+    }
+    Ok(())
+}
+
+/// Length of the bytes a padded standard-alphabet base64 string decodes to, or `None` if it
+/// is not one.
+fn base64_decoded_len(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    if bytes.is_empty() || !bytes.chunks_exact(4).remainder().is_empty() {
+        return None;
+    }
+    let padding = bytes.iter().rev().take_while(|&&b| b == b'=').count();
+    if padding > 2 {
+        return None;
+    }
+    let body = &bytes[..bytes.len() - padding];
+    if !body.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/') {
+        return None;
+    }
+    Some(bytes.len() / 4 * 3 - padding)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real verifier, made by the same code tokio-postgres uses for `ALTER ROLE ... PASSWORD`.
+    fn verifier() -> String {
+        postgres_protocol::password::scram_sha_256(b"secret")
+    }
+
+    #[test]
+    fn verifier_shape() {
+        let verifier = verifier();
+        assert_eq!(check_scram_verifier(&verifier), Ok(()));
+        let (params, keys) = verifier.split_at(verifier.rfind('$').unwrap_or(0));
+        assert!(check_scram_verifier("SCRAM-SHA-256$").is_err());
+        assert!(check_scram_verifier("SCRAM-SHA-256$4096:c2FsdA==$abc:def").is_err());
+        assert!(check_scram_verifier(&verifier.replace("$4096:", "$x:")).is_err());
+        assert!(check_scram_verifier(&verifier.replace("$4096:", "$0:")).is_err());
+        assert!(check_scram_verifier(&verifier.replace("$4096:", "$4096:*")).is_err());
+        assert!(check_scram_verifier(&format!("{params}{}", keys.replacen(':', "", 1))).is_err());
+        assert!(check_scram_verifier(&format!("{params}{}", &keys[..keys.len() - 4])).is_err());
+    }
+
+    #[test]
+    fn base64_lengths() {
+        assert_eq!(base64_decoded_len("c2FsdA=="), Some(4));
+        assert_eq!(base64_decoded_len("YWJj"), Some(3));
+        assert_eq!(base64_decoded_len("YWJ"), None);
+        assert_eq!(base64_decoded_len("Y==="), None);
+        assert_eq!(base64_decoded_len("YW=j"), None);
+        assert_eq!(base64_decoded_len(""), None);
+    }
+
+    #[test]
+    fn password_formats() {
+        assert_eq!(PasswordFormat::of(&verifier()), PasswordFormat::ScramSha256);
+        assert_eq!(PasswordFormat::of("md5c4b3d2f7ad7bed32c7b2e9c3e4f5a6b1"), PasswordFormat::Md5);
+        assert_eq!(PasswordFormat::of("md5c4b3d2f7ad7bed32c7b2e9c3e4f5a6b"), PasswordFormat::Plaintext);
+        assert_eq!(PasswordFormat::of("md5secret"), PasswordFormat::Plaintext);
+        assert_eq!(PasswordFormat::of("SCRAM-SHA-256"), PasswordFormat::Plaintext);
+    }
+
+    #[test]
+    fn log_levels() {
+        for ok in ["info", "DEBUG", "off", "info,pgvia::pool=debug", "warn,pgvia=trace"] {
+            assert_eq!(check_log_level(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "infp", "info,pgvia", "pgvia=loud", "=info"] {
+            assert!(check_log_level(bad).is_err(), "{bad}");
+        }
+    }
+}
