@@ -98,29 +98,26 @@ impl App {
         let key = PoolKey { database: db.name.clone(), user: user.name.clone() };
         self.pools.get_or_create(key, |key| {
             let settings = self.config.pool_settings(db, user);
-            let password = user.server_password.clone().or_else(|| {
-                self.secret(&user.name).and_then(|s| s.plaintext().map(str::to_owned))
-            });
             let addr = ServerAddress {
                 host: db.host.clone(),
                 port: db.port,
-                dbname: db.dbname.clone(),
+                dbname: db.server_dbname().to_owned(),
                 user: user.name.clone(),
-                password,
+                password: user.password_for_server().map(str::to_owned),
             };
-            Pool::new(key, addr, settings, self.config.general.max_message_size)
+            Pool::new(key, addr, settings, self.config.general.max_message_size as usize)
         })
     }
 
     /// Counts a client against the process limit (`db = None`) or a database's limit.
     pub fn client_slot(&self, db: Option<&str>) -> Result<ClientSlot<'_>, SessionError> {
         let (counter, limit, what) = match db {
-            None => (&self.clients, Some(self.config.general.max_client_connections), None),
+            None => (&self.clients, Some(self.config.general.max_client_connections as usize), None),
             Some(name) => {
                 let Some(counter) = self.db_clients.get(name) else {
                     return Err(SessionError::refused(SqlState::INVALID_CATALOG_NAME, format!("database \"{name}\" does not exist")));
                 };
-                let limit = self.config.database(name).and_then(|d| d.max_client_connections);
+                let limit = self.config.database(name).and_then(|d| d.max_client_connections).map(|l| l as usize);
                 (counter, limit, Some(name))
             }
         };

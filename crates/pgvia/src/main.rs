@@ -1,1 +1,85 @@
-fn main() {}
+//! The `pgvia` command: run the proxy, or check a configuration file.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use pgvia::config::Config;
+use pgvia::Proxy;
+
+#[derive(Parser)]
+#[command(name = "pgvia", version, about = "A PostgreSQL connection pooler and proxy")]
+struct Cli {
+    /// Configuration file (TOML).
+    #[arg(long, short, global = true, default_value = "pgvia.toml")]
+    config: PathBuf,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate the configuration file and print every problem with its key path.
+    Check,
+}
+
+/// Exit code for a configuration pgvia refuses to start with.
+const EXIT_BAD_CONFIG: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::Check) = cli.command {
+        return pgvia::config::check_command(&cli.config);
+    }
+    let config = match Config::load(&cli.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("pgvia: refusing to start with an invalid configuration:\n{e}");
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+    };
+    init_logging(&config.general.log_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pgvia: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let proxy = match Proxy::bind(config).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start");
+                return ExitCode::FAILURE;
+            }
+        };
+        match proxy.local_addr() {
+            Ok(addr) => tracing::info!(%addr, "pgvia listening"),
+            Err(e) => tracing::warn!(error = %e, "listening, address unknown"),
+        }
+        proxy.run(stop_signal()).await;
+        ExitCode::SUCCESS
+    })
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; stop pgvia with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
+
+fn init_logging(level: &str) {
+    // RUST_LOG, when set, wins over the file, so one run can be made verbose without editing it.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+}

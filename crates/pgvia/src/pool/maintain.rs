@@ -28,7 +28,7 @@ pub(super) fn spawn(pool: Weak<Pool>) {
 fn retire(pool: &Pool) {
     let idle_timeout = pool.settings.idle_timeout;
     let lifetime = pool.settings.max_lifetime;
-    let keep = pool.settings.min_idle;
+    let keep = pool.settings.min_idle as usize;
     let retired: Vec<_> = {
         let mut idle = pool.idle_list();
         let mut out = Vec::new();
@@ -54,7 +54,7 @@ fn retire(pool: &Pool) {
 }
 
 async fn fill_min_idle(pool: &Pool) {
-    while pool.stats.servers_idle.load(Ordering::Relaxed) < pool.settings.min_idle {
+    while pool.stats.servers_idle.load(Ordering::Relaxed) < pool.settings.min_idle as usize {
         // Holding a permit while connecting keeps idle + active within pool_size.
         let Ok(_permit) = pool.permits.clone().try_acquire_owned() else { return };
         match pool.connect().await {

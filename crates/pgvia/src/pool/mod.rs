@@ -72,7 +72,7 @@ impl Pool {
         let pool = Arc::new(Pool {
             name: format!("{}/{}", key.database, key.user),
             key,
-            permits: Arc::new(Semaphore::new(settings.pool_size)),
+            permits: Arc::new(Semaphore::new(settings.pool_size as usize)),
             settings,
             addr,
             max_frame,

@@ -184,7 +184,7 @@ impl ServerConn {
         }
     }
 
-    async fn run_internal_inner(&mut self, queries: &[&str]) -> Result<(), ServerError> {
+    pub(super) async fn run_internal_inner(&mut self, queries: &[&str]) -> Result<(), ServerError> {
         let mut out = BytesMut::new();
         for q in queries {
             build::query(&mut out, q);

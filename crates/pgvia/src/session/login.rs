@@ -76,7 +76,7 @@ pub async fn authenticate(
 ) -> Result<(), SessionError> {
     let config = app.config();
     let known = config.user(user);
-    let method = known.and_then(|u| u.auth_method).unwrap_or(config.general.auth_method);
+    let method = known.map_or(config.general.auth_method, |u| config.auth_method(u));
     if method == AuthMethod::Cleartext && !stream.is_tls() && !config.general.allow_cleartext_without_tls {
         return Err(SessionError::refused(
             SqlState::INVALID_AUTHORIZATION_SPECIFICATION,

@@ -112,7 +112,7 @@ async fn session(
     }));
     let mut bufs = Buffers::new();
     bufs.from_client = std::mem::take(buf);
-    let decoder = FrameDecoder::new(general.max_message_size);
+    let decoder = FrameDecoder::new(general.max_message_size as usize);
     let mut shutdown = app.shutdown_watch();
     let end = relay::relay(stream, checkout.conn(), &mut bufs, &decoder, &mut shutdown).await;
     key.slot.set(None);
