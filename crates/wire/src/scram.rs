@@ -87,6 +87,20 @@ impl ScramVerifier {
         }
     }
 
+    /// A stand-in verifier for a role that does not exist, so that probing for role names
+    /// meets the same exchange as a wrong password. The salt is stable for one `key` and
+    /// `user`, as a real role's would be across attempts; without `key` no proof matches it.
+    pub fn mock(user: &str, key: &[u8]) -> Self {
+        let salt = hmac(key, &[b"mock salt ", user.as_bytes()]);
+        Self {
+            iterations: DEFAULT_ITERATIONS,
+            // PostgreSQL's own salts are 16 bytes; a different length would give the game away.
+            salt: salt[..16].to_vec(),
+            stored_key: hmac(key, &[b"mock stored key ", user.as_bytes()]),
+            server_key: hmac(key, &[b"mock server key ", user.as_bytes()]),
+        }
+    }
+
     /// Whether `password` is the one this verifier was made from. Costs `iterations` HMACs.
     pub fn verify_plaintext(&self, password: &str) -> bool {
         let salted = salted_password(password, &self.salt, self.iterations);
@@ -94,6 +108,12 @@ impl ScramVerifier {
         let server_key = hmac(&salted, &[b"Server Key"]);
         (stored_key.ct_eq(&self.stored_key) & server_key.ct_eq(&self.server_key)).into()
     }
+}
+
+/// Byte-string equality whose time depends only on the lengths, for password checks outside
+/// this module (pgvia compares plaintext passwords with it).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.ct_eq(b).into()
 }
 
 fn decode_key(b64: &str, field: &'static str) -> Result<[u8; 32], VerifierError> {
@@ -166,10 +186,10 @@ fn hi(password: &[u8], salt: &[u8], iterations: u32) -> [u8; 32] {
     out
 }
 
+// HMAC is defined for keys of any length, so this never fails; the `Result` comes from the
+// generic `KeyInit` trait.
+#[allow(clippy::expect_used)]
 fn keyed_hmac(key: &[u8]) -> HmacSha256 {
-    // HMAC is defined for keys of any length, so this never fails; the `Result` comes from
-    // the generic `KeyInit` trait.
-    #[allow(clippy::expect_used)]
     HmacSha256::new_from_slice(key).expect("HMAC accepts keys of any length")
 }
 
@@ -391,6 +411,26 @@ impl ServerExchange {
             _ => None,
         }
     }
+}
+
+/// A server-final-message as a client sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerFinal<'a> {
+    /// `v=`: the ServerSignature.
+    Verifier([u8; 32]),
+    /// `e=`: the server's error value.
+    Error(&'a [u8]),
+}
+
+/// Parses a server-final-message (`v=<base64 signature>` or `e=<error>`), for clients that
+/// want to tell a malformed message from a wrong signature. Extensions are refused: none are
+/// defined, PostgreSQL sends none, and postgres-protocol's client would reject them too.
+pub fn parse_server_final(msg: &[u8]) -> Option<ServerFinal<'_>> {
+    if let Some(error) = attribute(msg, b'e') {
+        return Some(ServerFinal::Error(error));
+    }
+    let signature = attribute(msg, b'v')?;
+    STANDARD.decode(signature).ok()?.try_into().ok().map(ServerFinal::Verifier)
 }
 
 /// Splits a SCRAM message at commas. Values may not contain commas (RFC 5802 escapes them

@@ -68,6 +68,16 @@ fn rejects_bad_verifiers() {
 }
 
 #[test]
+fn mock_verifier_is_stable_per_user_and_key() {
+    let a = ScramVerifier::mock("alice", b"key one");
+    assert_eq!(a, ScramVerifier::mock("alice", b"key one"));
+    assert_ne!(a.salt, ScramVerifier::mock("bob", b"key one").salt);
+    assert_ne!(a.salt, ScramVerifier::mock("alice", b"key two").salt);
+    assert_eq!((a.salt.len(), a.iterations), (16, DEFAULT_ITERATIONS));
+    assert!(!a.verify_plaintext(""));
+}
+
+#[test]
 fn debug_hides_keys() {
     let v = ScramVerifier::parse(PG15_VERIFIERS[0].1).unwrap();
     let shown = format!("{v:?}");
@@ -190,6 +200,17 @@ fn client_final_errors() {
     }
     let mut ex = ServerExchange::new(verifier("x"), &[0; SERVER_NONCE_LEN]);
     assert_eq!(ex.client_final(b"c=biws"), Err(ScramError::OutOfOrder));
+}
+
+#[test]
+fn parses_server_final() {
+    let sig = STANDARD.encode([9u8; 32]);
+    assert_eq!(parse_server_final(format!("v={sig}").as_bytes()), Some(ServerFinal::Verifier([9; 32])));
+    assert_eq!(parse_server_final(b"e=invalid-proof"), Some(ServerFinal::Error(b"invalid-proof")));
+    assert_eq!(parse_server_final(format!("v={sig},x=1").as_bytes()), None);
+    assert_eq!(parse_server_final(b"v=AAAA"), None);
+    assert_eq!(parse_server_final(b"r=abc"), None);
+    assert_eq!(parse_server_final(b""), None);
 }
 
 proptest! {
