@@ -1,0 +1,180 @@
+//! pgvia as the client: logging in to PostgreSQL.
+
+use bytes::BytesMut;
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use thiserror::Error;
+use wire::build;
+use wire::md5::{md5_hash, md5_salted};
+use wire::reader::Reader;
+use wire::scram::{parse_server_final, ServerFinal};
+use wire::WireError;
+
+/// What the server connection does after an Authentication ('R') message was handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerAuthStep {
+    /// Send what was appended and wait for the next 'R' message.
+    Continue,
+    /// AuthenticationOk: the server will now send ParameterStatus, BackendKeyData and
+    /// ReadyForQuery.
+    Ok,
+}
+
+/// Why pgvia could not log in to a server.
+#[derive(Debug, Error)]
+pub enum ServerAuthError {
+    #[error("server asked for {method} authentication but no password is configured")]
+    NoPassword { method: &'static str },
+    #[error("server asked for unsupported authentication method {name} (code {code})")]
+    Unsupported { code: i32, name: &'static str },
+    #[error("server offers no supported SASL mechanism (SCRAM-SHA-256 is required)")]
+    NoSupportedMechanism,
+    #[error("malformed authentication request: {0}")]
+    Malformed(#[from] WireError),
+    #[error("unexpected authentication request (code {code}) at this point of the exchange")]
+    Unexpected { code: i32 },
+    #[error("invalid SCRAM server-first-message")]
+    ScramServerFirst(#[source] std::io::Error),
+    #[error("malformed SCRAM server-final-message")]
+    ScramServerFinal,
+    /// The server answered `e=...`; the text comes from the server.
+    #[error("server reported SCRAM error: {0}")]
+    ScramServerError(String),
+    #[error("SCRAM server signature mismatch: the server does not know the password")]
+    ServerSignatureMismatch,
+}
+
+enum State {
+    Start,
+    SaslContinue(Box<ScramSha256>),
+    SaslFinal(Box<ScramSha256>),
+    /// A password was sent; only AuthenticationOk may follow.
+    AwaitOk,
+    Done,
+}
+
+/// Logs in to one server. Drive it with the body of each Authentication ('R') message,
+/// i.e. what follows the tag and length, starting with the 4-byte request code.
+pub struct ServerAuthenticator {
+    user: String,
+    password: Option<String>,
+    state: State,
+}
+
+impl std::fmt::Debug for ServerAuthenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerAuthenticator").field("user", &self.user).finish_non_exhaustive()
+    }
+}
+
+const AUTH_OK: i32 = 0;
+const AUTH_CLEARTEXT: i32 = 3;
+const AUTH_MD5: i32 = 5;
+const AUTH_SASL: i32 = 10;
+const AUTH_SASL_CONTINUE: i32 = 11;
+const AUTH_SASL_FINAL: i32 = 12;
+
+impl ServerAuthenticator {
+    pub fn new(user: &str, password: Option<&str>) -> Self {
+        Self { user: user.to_owned(), password: password.map(str::to_owned), state: State::Start }
+    }
+
+    /// Handles one 'R' message body and appends the reply frame, if any, to `out`.
+    pub fn on_auth_request(
+        &mut self,
+        body: &[u8],
+        out: &mut BytesMut,
+    ) -> Result<ServerAuthStep, ServerAuthError> {
+        // Taken out first so that any error, even a malformed code, ends the exchange.
+        let state = std::mem::replace(&mut self.state, State::Done);
+        let mut r = Reader::new(body, "Authentication");
+        let code = r.i32()?;
+        let (next, step) = match (code, state) {
+            // Ok in the middle of SCRAM would skip the server's proof that it knows our
+            // password, so it is accepted only when no exchange is under way.
+            (AUTH_OK, State::Start | State::AwaitOk) => {
+                r.finish()?;
+                (State::Done, ServerAuthStep::Ok)
+            }
+            (AUTH_CLEARTEXT, State::Start) => {
+                r.finish()?;
+                build::password_message(out, self.password("cleartext")?.as_bytes());
+                (State::AwaitOk, ServerAuthStep::Continue)
+            }
+            (AUTH_MD5, State::Start) => {
+                let salt = r.bytes(4)?;
+                r.finish()?;
+                let salt = [salt[0], salt[1], salt[2], salt[3]];
+                let stored = md5_hash(&self.user, self.password("md5")?);
+                build::password_message(out, md5_salted(&stored, salt).as_bytes());
+                (State::AwaitOk, ServerAuthStep::Continue)
+            }
+            (AUTH_SASL, State::Start) => {
+                if !offers_scram(r)? {
+                    return Err(ServerAuthError::NoSupportedMechanism);
+                }
+                let password = self.password("SCRAM-SHA-256")?;
+                let scram = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
+                build::sasl_initial_response(out, SCRAM_SHA_256, scram.message());
+                (State::SaslContinue(Box::new(scram)), ServerAuthStep::Continue)
+            }
+            (AUTH_SASL_CONTINUE, State::SaslContinue(mut scram)) => {
+                scram.update(r.rest()).map_err(ServerAuthError::ScramServerFirst)?;
+                build::sasl_response(out, scram.message());
+                (State::SaslFinal(scram), ServerAuthStep::Continue)
+            }
+            (AUTH_SASL_FINAL, State::SaslFinal(mut scram)) => {
+                check_server_final(r.rest())?;
+                // The message is well formed, so a failure here can only be the signature.
+                scram.finish(r.rest()).map_err(|_| ServerAuthError::ServerSignatureMismatch)?;
+                (State::AwaitOk, ServerAuthStep::Continue)
+            }
+            (AUTH_OK | AUTH_CLEARTEXT | AUTH_MD5 | AUTH_SASL | AUTH_SASL_CONTINUE | AUTH_SASL_FINAL, _) => {
+                return Err(ServerAuthError::Unexpected { code });
+            }
+            (code, _) => return Err(ServerAuthError::Unsupported { code, name: method_name(code) }),
+        };
+        self.state = next;
+        Ok(step)
+    }
+
+    fn password(&self, method: &'static str) -> Result<&str, ServerAuthError> {
+        self.password.as_deref().ok_or(ServerAuthError::NoPassword { method })
+    }
+}
+
+/// Reads AuthenticationSASL's list of mechanisms (NUL-terminated names, then an empty one).
+fn offers_scram(mut r: Reader<'_>) -> Result<bool, WireError> {
+    let mut found = false;
+    loop {
+        let name = r.cstr_bytes()?;
+        if name.is_empty() {
+            break;
+        }
+        found |= name == SCRAM_SHA_256.as_bytes();
+    }
+    r.finish()?;
+    Ok(found)
+}
+
+/// Parses server-final-message first, so that a later failure to verify can only mean a
+/// wrong signature.
+fn check_server_final(msg: &[u8]) -> Result<(), ServerAuthError> {
+    match parse_server_final(msg) {
+        Some(ServerFinal::Verifier(_)) => Ok(()),
+        Some(ServerFinal::Error(e)) => {
+            Err(ServerAuthError::ScramServerError(String::from_utf8_lossy(e).into_owned()))
+        }
+        None => Err(ServerAuthError::ScramServerFinal),
+    }
+}
+
+fn method_name(code: i32) -> &'static str {
+    match code {
+        2 => "KerberosV5",
+        6 => "SCM credentials",
+        7 => "GSSAPI",
+        8 => "GSSAPI continue",
+        9 => "SSPI",
+        _ => "unknown",
+    }
+}
