@@ -52,7 +52,8 @@ pub struct App {
 
 impl App {
     pub fn new(config: Config) -> Result<Arc<Self>, AppError> {
-        let tls = match (config.general.tls_mode, &config.general.tls_cert_file, &config.general.tls_key_file) {
+        let tls = match (config.general.tls_mode, &config.general.tls_cert_file, &config.general.tls_key_file)
+        {
             (TlsMode::Disable, _, _) => None,
             (_, Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
             // Validation guarantees both files when TLS is on.
@@ -61,7 +62,8 @@ impl App {
         let mut secrets = HashMap::new();
         for u in &config.users {
             if let Some(p) = &u.password {
-                let secret = Secret::parse(p).map_err(|source| AppError::Secret { user: u.name.clone(), source })?;
+                let secret =
+                    Secret::parse(p).map_err(|source| AppError::Secret { user: u.name.clone(), source })?;
                 secrets.insert(u.name.clone(), Arc::new(secret));
             }
         }
@@ -115,9 +117,13 @@ impl App {
             None => (&self.clients, Some(self.config.general.max_client_connections as usize), None),
             Some(name) => {
                 let Some(counter) = self.db_clients.get(name) else {
-                    return Err(SessionError::refused(SqlState::INVALID_CATALOG_NAME, format!("database \"{name}\" does not exist")));
+                    return Err(SessionError::refused(
+                        SqlState::INVALID_CATALOG_NAME,
+                        format!("database \"{name}\" does not exist"),
+                    ));
                 };
-                let limit = self.config.database(name).and_then(|d| d.max_client_connections).map(|l| l as usize);
+                let limit =
+                    self.config.database(name).and_then(|d| d.max_client_connections).map(|l| l as usize);
                 (counter, limit, Some(name))
             }
         };

@@ -66,7 +66,8 @@ fn main() -> ExitCode {
 /// Completes on SIGTERM or SIGINT.
 async fn stop_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
         tracing::error!("cannot install signal handlers; stop pgvia with SIGKILL");
         return std::future::pending().await;
     };

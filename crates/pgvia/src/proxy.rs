@@ -71,10 +71,17 @@ impl Proxy {
         }
         drop(listener);
         let timeout = app.config().general.shutdown_timeout;
-        tracing::info!(sessions = app.active_sessions(), ?timeout, "shutting down: no new connections; waiting for transactions to finish");
+        tracing::info!(
+            sessions = app.active_sessions(),
+            ?timeout,
+            "shutting down: no new connections; waiting for transactions to finish"
+        );
         app.set_phase(Phase::Draining);
         if tokio::time::timeout(timeout, app.sessions_finished()).await.is_err() {
-            tracing::warn!(sessions = app.active_sessions(), "shutdown_timeout reached; closing remaining sessions");
+            tracing::warn!(
+                sessions = app.active_sessions(),
+                "shutdown_timeout reached; closing remaining sessions"
+            );
             app.set_phase(Phase::Terminating);
             let _ = tokio::time::timeout(FINAL_GRACE, app.sessions_finished()).await;
         }

@@ -18,7 +18,7 @@ pub use secret::{PlainSecret, Secret, SecretError};
 pub use server::{ServerAuthError, ServerAuthStep, ServerAuthenticator};
 
 /// How pgvia checks a client's password.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthMethod {
     /// No password at all: whoever names a configured user is let in.

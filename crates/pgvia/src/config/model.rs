@@ -12,33 +12,8 @@ use serde::Deserialize;
 
 use super::values;
 
-/// How a client proves who it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-pub enum AuthMethod {
-    /// No password asked.
-    #[serde(rename = "trust")]
-    Trust,
-    /// The client sends its password as is.
-    #[serde(rename = "cleartext")]
-    Cleartext,
-    /// PostgreSQL's salted MD5 challenge.
-    #[serde(rename = "md5")]
-    Md5,
-    /// SCRAM-SHA-256 (RFC 7677), PostgreSQL's default since version 14.
-    #[serde(rename = "scram-sha-256")]
-    ScramSha256,
-}
-
-impl fmt::Display for AuthMethod {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AuthMethod::Trust => "trust",
-            AuthMethod::Cleartext => "cleartext",
-            AuthMethod::Md5 => "md5",
-            AuthMethod::ScramSha256 => "scram-sha-256",
-        })
-    }
-}
+/// How a client proves who it is; defined with the code that checks it.
+pub use crate::auth::AuthMethod;
 
 /// Whether clients may or must use TLS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]

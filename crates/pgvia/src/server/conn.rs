@@ -157,10 +157,10 @@ impl ServerConn {
     /// As [`Self::observe`], for the relay, which sees frames in place.
     pub fn observe_body(&mut self, tag_byte: u8, body: &[u8]) -> Result<(), ServerError> {
         match BackendMessage::parse_body(tag_byte, body)? {
-            BackendMessage::ParameterStatus { name, value } => {
-                if self.params.get(name).map(String::as_str) != Some(value) {
-                    self.params.insert(name.to_owned(), value.to_owned());
-                }
+            BackendMessage::ParameterStatus { name, value }
+                if self.params.get(name).map(String::as_str) != Some(value) =>
+            {
+                self.params.insert(name.to_owned(), value.to_owned());
             }
             BackendMessage::BackendKeyData { process_id, secret } => {
                 self.key = BackendKey { process_id, secret: Bytes::copy_from_slice(secret) };

@@ -205,7 +205,10 @@ mod tests {
     fn simple_and_pipelined_queries() {
         let mut t = ReplyTracker::default();
         client(&mut t, b"Q");
-        assert_eq!(ready(&mut t, b'I'), ServerEvent::Ready { status: TransactionStatus::Idle, quiescent: true });
+        assert_eq!(
+            ready(&mut t, b'I'),
+            ServerEvent::Ready { status: TransactionStatus::Idle, quiescent: true }
+        );
         client(&mut t, b"PBDESPBDES");
         for tag in [b'1', b'2', b'T', b'D', b'C'] {
             t.server_sent(tag, b"");

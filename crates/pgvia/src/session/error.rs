@@ -56,7 +56,9 @@ impl SessionError {
             Self::ProtocolState(m) => (SqlState::PROTOCOL_VIOLATION, (*m).to_owned()),
             Self::Refused { code, message } => (*code, message.clone()),
             Self::Auth { user, source } => (source.sqlstate(), source.client_message(user)),
-            Self::Pool(PoolError::CheckoutTimeout { .. }) => (SqlState::TOO_MANY_CONNECTIONS, self.to_string()),
+            Self::Pool(PoolError::CheckoutTimeout { .. }) => {
+                (SqlState::TOO_MANY_CONNECTIONS, self.to_string())
+            }
             Self::Pool(PoolError::Closed { .. }) | Self::Shutdown => {
                 (SqlState::ADMIN_SHUTDOWN, "terminating connection: pgvia is shutting down".to_owned())
             }

@@ -49,8 +49,9 @@ pub fn identify(startup: &StartupMessage) -> Result<ClientIdentity, SessionError
         .cloned()
         .collect();
     if let Some(options) = startup.param("options") {
-        let parsed = parse_options(options)
-            .map_err(|m| SessionError::refused(SqlState::PROTOCOL_VIOLATION, format!("invalid options: {m}")))?;
+        let parsed = parse_options(options).map_err(|m| {
+            SessionError::refused(SqlState::PROTOCOL_VIOLATION, format!("invalid options: {m}"))
+        })?;
         settings.extend(parsed);
     }
     Ok(ClientIdentity { user: user.to_owned(), database: database.to_owned(), settings })

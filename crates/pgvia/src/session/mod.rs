@@ -73,7 +73,9 @@ async fn session(
     let identity = login::identify(startup)?;
     login::negotiate(startup, out);
     let auth = login::authenticate(app, stream, buf, out, &identity.user);
-    tokio::time::timeout(LOGIN_TIMEOUT, auth).await.map_err(|_| SessionError::LoginTimeout(LOGIN_TIMEOUT))??;
+    tokio::time::timeout(LOGIN_TIMEOUT, auth)
+        .await
+        .map_err(|_| SessionError::LoginTimeout(LOGIN_TIMEOUT))??;
     let config = app.config();
     let Some(database) = config.database(&identity.database) else {
         return Err(SessionError::refused(

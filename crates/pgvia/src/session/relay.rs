@@ -149,10 +149,7 @@ pub async fn relay(
     let mut server_fatal = false;
     let (mut cr, mut cw) = tokio::io::split(client);
     loop {
-        if draining
-            && server.tracker.is_quiescent()
-            && bufs.to_client.is_empty()
-            && bufs.to_server.is_empty()
+        if draining && server.tracker.is_quiescent() && bufs.to_client.is_empty() && bufs.to_server.is_empty()
         {
             return RelayEnd::Shutdown;
         }

@@ -10,7 +10,11 @@ use crate::server::{ServerConn, ServerError};
 /// reports with the same value. Settings go through `set_config` rather than `SET` so that a
 /// value is taken exactly as a startup parameter would be (a list such as `search_path=a,b`
 /// stays a list).
-pub async fn apply(server: &mut ServerConn, wanted: &[(String, String)], timeout: Duration) -> Result<(), SessionError> {
+pub async fn apply(
+    server: &mut ServerConn,
+    wanted: &[(String, String)],
+    timeout: Duration,
+) -> Result<(), SessionError> {
     let Some(sql) = statement(server, wanted) else { return Ok(()) };
     server.dirty = true;
     match server.run_internal(&[&sql], timeout).await {

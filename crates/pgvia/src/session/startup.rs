@@ -14,7 +14,11 @@ use crate::net::ClientStream;
 
 /// What the untagged phase ended with.
 pub enum Opening {
-    Login { stream: ClientStream, startup: StartupMessage, buf: BytesMut },
+    Login {
+        stream: ClientStream,
+        startup: StartupMessage,
+        buf: BytesMut,
+    },
     /// A CancelRequest was handled; the connection is done.
     Cancelled,
 }
@@ -58,8 +62,12 @@ pub async fn open(app: &App, mut tcp: TcpStream) -> Result<Option<Opening>, Sess
                 let tls = acceptor.accept(tcp).await.map_err(SessionError::Tls)?;
                 let mut stream = ClientStream::Tls(Box::new(tls));
                 return match read_packet(&mut stream, &mut buf).await? {
-                    Some(StartupPacket::Startup(startup)) => Ok(Some(Opening::Login { stream, startup, buf })),
-                    Some(_) => Err(SessionError::ProtocolState("expected a StartupMessage after the TLS handshake")),
+                    Some(StartupPacket::Startup(startup)) => {
+                        Ok(Some(Opening::Login { stream, startup, buf }))
+                    }
+                    Some(_) => {
+                        Err(SessionError::ProtocolState("expected a StartupMessage after the TLS handshake"))
+                    }
                     None => Ok(None),
                 };
             }
