@@ -38,8 +38,15 @@ pub struct ClusterOptions {
 
 impl Default for ClusterOptions {
     fn default() -> Self {
+        ClusterOptions::new(PgVersion::from_env())
+    }
+}
+
+impl ClusterOptions {
+    /// Defaults for an explicit version, ignoring `PGVIA_TEST_PG`.
+    pub fn new(version: PgVersion) -> Self {
         ClusterOptions {
-            version: PgVersion::from_env(),
+            version,
             auth: HbaAuth::default(),
             max_connections: 200,
             settings: Vec::new(),
@@ -48,9 +55,7 @@ impl Default for ClusterOptions {
             dir: None,
         }
     }
-}
 
-impl ClusterOptions {
     pub fn version(mut self, version: PgVersion) -> Self {
         self.version = version;
         self

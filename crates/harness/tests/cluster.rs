@@ -187,3 +187,15 @@ fn cli_persists_cluster_until_stopped() {
     assert!(dir.join("data").is_dir(), "stop keeps the directory");
     assert_eq!(pgharness(&["start"]).status.code(), Some(2));
 }
+
+#[test]
+fn start_failure_reports_the_server_log() {
+    let err = Cluster::start(ClusterOptions::default().set("shared_buffers", "not-a-size"))
+        .expect_err("bad setting must fail the start");
+    let msg = err.to_string();
+    assert!(matches!(err, harness::HarnessError::Start { .. }), "{msg}");
+    assert!(msg.contains("shared_buffers"), "log tail should name the setting: {msg}");
+
+    let err = Cluster::start(ClusterOptions::default().set("bad name", "1")).expect_err("bad name");
+    assert!(matches!(err, harness::HarnessError::InvalidOption(_)), "{err}");
+}

@@ -115,12 +115,11 @@ fn run(args: &[String]) -> Result<ExitCode, CliError> {
     match command.as_str() {
         "start" => {
             let mut opts = ClusterOptions {
-                version: version()?,
                 port: a.port,
                 dir: Some(dir()?),
                 ssl: a.ssl,
                 settings: a.settings.clone(),
-                ..ClusterOptions::default()
+                ..ClusterOptions::new(version()?)
             };
             if let Some(auth) = a.auth {
                 opts.auth = auth;
