@@ -30,10 +30,7 @@ const BUDGET_BASE: u64 = 100_000;
 impl Engine {
     /// Analyses `sql`; never panics, never fails.
     pub fn analyze(&self, sql: &str, param_oids: &[u32]) -> Analysis {
-        let guarded =
-            catch_unwind(AssertUnwindSafe(|| Scratch::with(|s| self.analyze_in(s, sql, param_oids))));
-        guarded
-            .unwrap_or_else(|_| Analysis::conservative(Outcome::Failed, HintData::default(), Box::default()))
+        guarded(|| Scratch::with(|s| self.analyze_in(s, sql, param_oids)))
     }
 
     fn analyze_in(&self, s: &mut Scratch, sql: &str, param_oids: &[u32]) -> Analysis {
