@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -12,6 +13,7 @@ use wire::{build, FrameDecoder};
 use super::error::ServerError;
 use super::tracker::ReplyTracker;
 use crate::auth::{ServerAuthStep, ServerAuthenticator};
+use crate::cancel::{CancelTarget, CancelsInFlight};
 
 /// Where and as whom to connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +62,8 @@ pub struct ServerConn {
     pub broken: bool,
     /// Set once a client has sent anything: the reset query is needed before reuse.
     pub dirty: bool,
+    /// Cancels sent to this connection's backend that PostgreSQL has not acted on yet.
+    pub cancels: Arc<CancelsInFlight>,
 }
 
 impl std::fmt::Debug for ServerConn {
@@ -102,6 +106,7 @@ impl ServerConn {
             last_used: Instant::now(),
             broken: false,
             dirty: false,
+            cancels: Arc::default(),
         };
         let mut out = BytesMut::with_capacity(256);
         build::startup_message(
@@ -227,6 +232,16 @@ impl ServerConn {
         match first_error {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+
+    /// Where a client's cancel for this connection goes.
+    pub fn cancel_target(&self) -> CancelTarget {
+        CancelTarget {
+            server: self.peer,
+            process_id: self.key.process_id,
+            secret: self.key.secret.clone(),
+            in_flight: self.cancels.clone(),
         }
     }
 

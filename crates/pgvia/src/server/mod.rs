@@ -8,4 +8,5 @@ pub mod tracker;
 
 pub use conn::{BackendKey, ServerAddress, ServerConn, ServerParams};
 pub use error::ServerError;
+pub use reset::CANCEL_SETTLE;
 pub use tracker::{CopyState, ReplyTracker, ServerEvent};
