@@ -145,6 +145,8 @@ pub struct RawConn {
     buf: BytesMut,
     /// BackendKeyData from login: (process id, secret).
     pub key: Option<(i32, i32)>,
+    /// The authentication requests received during login (3 cleartext, 5 MD5, 10 SASL, ...).
+    pub auth_requests: Vec<i32>,
 }
 
 /// Why a login did not reach ReadyForQuery.
@@ -169,7 +171,7 @@ impl RawConn {
     pub async fn connect(addr: SocketAddr) -> std::io::Result<RawConn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(RawConn { stream, buf: BytesMut::with_capacity(8192), key: None })
+        Ok(RawConn { stream, buf: BytesMut::with_capacity(8192), key: None, auth_requests: Vec::new() })
     }
 
     /// Connects and logs in (trust, cleartext, MD5 or SCRAM, whatever is asked) up to the
@@ -197,7 +199,9 @@ impl RawConn {
                 b'S' | b'N' | b'v' => {}
                 b'R' => {
                     let mut b = &msg.body[..];
-                    match b.get_i32() {
+                    let code = b.get_i32();
+                    conn.auth_requests.push(code);
+                    match code {
                         0 => {}
                         3 => {
                             let mut p = Vec::new();
