@@ -2,6 +2,9 @@
 //! tokio-postgres; failures carry PostgreSQL's SQLSTATEs and messages; `tls_mode = require`
 //! keeps plaintext clients out.
 
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::raw::RawConn;

@@ -2,6 +2,9 @@
 //! stop a `pg_sleep(30)` with 57014 within a second; a CancelRequest with a wrong key
 //! cancels nothing.
 
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};

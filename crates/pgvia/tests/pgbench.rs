@@ -1,6 +1,9 @@
 //! pgbench through pgvia: 20 clients sharing a session-mode pool of 5 servers for 10 s, with
 //! the simple and the extended protocol, finish with transactions done and none failed.
 
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;

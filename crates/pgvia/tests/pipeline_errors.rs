@@ -2,6 +2,9 @@
 //! the connection carries on. Each pipeline goes to pgvia and, on a second connection,
 //! straight to PostgreSQL; the replies must be the same messages, byte for byte.
 
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::net::SocketAddr;

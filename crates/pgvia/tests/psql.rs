@@ -2,6 +2,9 @@
 //! multi-statement strings and errors (SQLSTATE, LINE, position), and `\copy` moves 100,000
 //! rows in and out intact, in text and CSV.
 
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::fmt::Write as _;

@@ -6,6 +6,9 @@
 //! The input is random but reproducible: the seed is printed, and `PGVIA_FUZZ_SEED=<n>`
 //! replays a run.
 
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -58,12 +61,12 @@ fn bad_startup(rng: &mut StdRng) -> Vec<u8> {
     match rng.gen_range(0..12) {
         // Length fields that cannot be right: below 4, below 8, negative.
         0 => {
-            let mut v = (rng.gen_range(0..4) as i32).to_be_bytes().to_vec();
+            let mut v = rng.gen_range(0..4i32).to_be_bytes().to_vec();
             v.extend(bytes(rng, 0..8));
             v
         }
         1 => {
-            let mut v = (rng.gen_range(4..8) as i32).to_be_bytes().to_vec();
+            let mut v = rng.gen_range(4..8i32).to_be_bytes().to_vec();
             v.extend(bytes(rng, 4..5));
             v
         }

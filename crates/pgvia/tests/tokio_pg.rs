@@ -1,6 +1,9 @@
 //! tokio-postgres through pgvia: pipelined queries, named prepared statements in session
 //! mode, and binary COPY in and out.
 
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::pin::pin;

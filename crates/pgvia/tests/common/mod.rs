@@ -75,6 +75,7 @@ pub fn start_pg_with(opts: ClusterOptions) -> Cluster {
 
 /// Builds a pgvia configuration pointing database `app` at a cluster. User `app` (SCRAM,
 /// password `secret`) is always present; more users and settings are added with the methods.
+#[derive(Clone)]
 pub struct ConfigBuilder {
     general: Vec<String>,
     pool: Vec<String>,
