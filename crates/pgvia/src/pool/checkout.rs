@@ -53,6 +53,20 @@ impl Checkout {
     }
 }
 
+impl Checkout {
+    /// Returns a server no client has touched straight to the idle list; anything else goes
+    /// through [`Checkout::release`] or is closed.
+    pub fn give_back_unused(mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
+        if conn.dirty || !conn.tracker.is_quiescent() || conn.broken {
+            self.pool.close_conn(conn, "given back in use");
+        } else {
+            self.pool.put_idle(conn);
+        }
+    }
+}
+
 impl Drop for Checkout {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {

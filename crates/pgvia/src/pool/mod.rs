@@ -18,7 +18,7 @@ use tokio::sync::Semaphore;
 pub use checkout::Checkout;
 
 use crate::config::PoolSettings;
-use crate::server::{ServerAddress, ServerConn, ServerError};
+use crate::server::{ServerAddress, ServerConn, ServerError, ServerParams};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PoolKey {
@@ -58,6 +58,9 @@ pub struct Pool {
     max_frame: usize,
     permits: Arc<Semaphore>,
     idle: Mutex<Vec<ServerConn>>,
+    /// What a freshly connected server reports (ParameterStatus), kept so a client can be
+    /// welcomed before it is given a server.
+    startup_params: Mutex<Option<Arc<ServerParams>>>,
     pub stats: PoolStats,
 }
 
@@ -77,6 +80,7 @@ impl Pool {
             addr,
             max_frame,
             idle: Mutex::new(Vec::new()),
+            startup_params: Mutex::new(None),
             stats: PoolStats::default(),
         });
         maintain::spawn(Arc::downgrade(&pool));
@@ -115,6 +119,21 @@ impl Pool {
         Ok(Checkout::new(self.clone(), conn, permit))
     }
 
+    /// The parameters a new server reports, for welcoming a client before it has a server.
+    /// Connects a first server when none has been seen yet.
+    pub async fn startup_params(self: &Arc<Self>) -> Result<Arc<ServerParams>, PoolError> {
+        if let Some(p) = self.cached_startup_params() {
+            return Ok(p);
+        }
+        let checkout = self.checkout().await?;
+        checkout.give_back_unused();
+        self.cached_startup_params().ok_or_else(|| PoolError::Closed { pool: self.name.clone() })
+    }
+
+    fn cached_startup_params(&self) -> Option<Arc<ServerParams>> {
+        self.startup_params.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// Pops the most recently used idle server that is still alive; dead ones are dropped.
     fn take_idle(&self) -> Option<ServerConn> {
         loop {
@@ -137,6 +156,8 @@ impl Pool {
             .await
             .map_err(|source| PoolError::Connect { pool: self.name.clone(), source })?;
         self.stats.servers_created.fetch_add(1, Ordering::Relaxed);
+        *self.startup_params.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(Arc::new(conn.params.clone()));
         tracing::debug!(pool = %self.name, server = conn.id, pid = conn.key.process_id, "opened server connection");
         Ok(conn)
     }

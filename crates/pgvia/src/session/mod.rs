@@ -1,9 +1,10 @@
 //! One client connection from accept to close.
 //!
-//! `startup` handles the untagged phase (TLS, cancel), `login` authentication and settings,
-//! `relay` the serve loop; this file strings them together and decides what happens to the
-//! server afterwards.
+//! `startup` handles the untagged phase (TLS, cancel), `login` authentication, `client` the
+//! logged-in session (server assignment, settings), `relay` the bytes in between; this file
+//! strings them together.
 
+mod client;
 mod error;
 mod login;
 mod relay;
@@ -18,17 +19,16 @@ use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use wire::backend::TransactionStatus;
-use wire::build::{self, ErrorFields};
 use wire::sqlstate::SqlState;
-use wire::FrameDecoder;
+use wire::startup::StartupMessage;
+use wire::{build, FrameDecoder};
 
 pub use error::SessionError;
-use relay::{Buffers, RelayEnd};
 use startup::Opening;
 
 use crate::app::App;
-use crate::cancel::CancelTarget;
 use crate::net::ClientStream;
+use crate::server::ServerParams;
 
 /// How long a client may take from connecting to finishing authentication, as PostgreSQL's
 /// `authentication_timeout` default.
@@ -41,7 +41,7 @@ pub async fn serve(app: Arc<App>, tcp: TcpStream, peer: SocketAddr) {
     match run(&app, tcp).await {
         Ok(()) => tracing::debug!(%peer, "client session ended"),
         Err(SessionError::ClientIo(e)) => tracing::debug!(%peer, error = %e, "client connection closed"),
-        Err(e) => tracing::info!(%peer, error = %e, "client session ended with an error"),
+        Err(e) => tracing::info!(%peer, error = %e, "client refused"),
     }
 }
 
@@ -51,7 +51,7 @@ async fn run(app: &App, tcp: TcpStream) -> Result<(), SessionError> {
         .map_err(|_| SessionError::LoginTimeout(LOGIN_TIMEOUT))??;
     let Some(Opening::Login { mut stream, startup, mut buf }) = opening else { return Ok(()) };
     let mut out = BytesMut::with_capacity(512);
-    let result = session(app, &mut stream, &startup, &mut buf, &mut out).await;
+    let result = logged_in(app, &mut stream, &startup, &mut buf, &mut out).await;
     if let Err(e) = &result {
         e.write_fatal(&mut out);
     }
@@ -62,10 +62,12 @@ async fn run(app: &App, tcp: TcpStream) -> Result<(), SessionError> {
     result
 }
 
-async fn session(
+/// Logs the client in, then serves it. Errors returned are login failures; how a session
+/// ended after login is logged by the session itself.
+async fn logged_in(
     app: &App,
     stream: &mut ClientStream,
-    startup: &wire::startup::StartupMessage,
+    startup: &StartupMessage,
     buf: &mut BytesMut,
     out: &mut BytesMut,
 ) -> Result<(), SessionError> {
@@ -93,60 +95,51 @@ async fn session(
     out.clear();
 
     let pool = app.pool_for(database, user);
-    let mut checkout = pool.checkout().await?;
-    let general = &config.general;
-    settings::apply(checkout.conn(), &identity.settings, general.server_reset_timeout).await?;
-
-    let key = app.cancels.register();
-    for (name, value) in &checkout.conn_ref().params {
+    let fresh = pool.startup_params().await?;
+    let told = welcome_params(&fresh, &identity.settings);
+    let cancel = app.cancels.register();
+    for (name, value) in &told {
         build::parameter_status(out, name, value);
     }
-    build::backend_key_data(out, key.process_id, &key.secret);
+    build::backend_key_data(out, cancel.process_id, &cancel.secret);
     build::ready_for_query(out, TransactionStatus::Idle.as_byte());
     stream.write_all(out).await?;
     out.clear();
 
-    let conn = checkout.conn();
-    key.slot.set(Some(CancelTarget {
-        server: conn.peer,
-        process_id: conn.key.process_id,
-        secret: conn.key.secret.clone(),
-    }));
-    let mut bufs = Buffers::new();
+    let mut bufs = relay::Buffers::new();
     bufs.from_client = std::mem::take(buf);
-    let decoder = FrameDecoder::new(general.max_message_size as usize);
-    let mut shutdown = app.shutdown_watch();
-    let end = relay::relay(stream, checkout.conn(), &mut bufs, &decoder, &mut shutdown).await;
-    key.slot.set(None);
-
-    // The client hears how its session ended before the server is reset, which may take a
+    let mut session = client::Session {
+        app,
+        client: stream,
+        pool,
+        settings: &identity.settings,
+        cancel,
+        told,
+        bufs,
+        decoder: FrameDecoder::new(config.general.max_message_size as usize),
+        shutdown: app.shutdown_watch(),
+        server: None,
+    };
+    session.run(out).await;
+    // The client hears why it was closed before the server is reset, which may take a
     // round trip or two.
-    match end {
-        RelayEnd::ClientDone => {}
-        RelayEnd::ClientError(e) => {
-            tracing::info!(pool = %pool.name, error = %e, "closing client after a protocol violation");
-            e.write_fatal(out);
-        }
-        RelayEnd::ServerLost { error, told_client } => {
-            tracing::warn!(pool = %pool.name, error = %error, "server connection lost during a session");
-            // When the server's own FATAL already reached the client, that is the last word.
-            if !told_client {
-                SessionError::Server(error).write_fatal(out);
-            }
-        }
-        RelayEnd::Shutdown => {
-            ErrorFields::fatal(SqlState::ADMIN_SHUTDOWN, "terminating connection: pgvia is shutting down")
-                .write(out);
-        }
-    }
     if !out.is_empty() {
-        let _ = stream.write_all(out).await;
+        let _ = session.client.write_all(out).await;
         out.clear();
     }
-    if checkout.conn_ref().broken {
-        drop(checkout);
-    } else {
-        checkout.release(&general.server_reset_query, general.server_reset_timeout).await;
-    }
+    session.release_server().await;
     Ok(())
+}
+
+/// What to report at login: a fresh server's parameters, with the client's own startup
+/// settings in place of the defaults. A server given later that reports otherwise sends a
+/// correcting ParameterStatus, as PostgreSQL may at any time.
+fn welcome_params(server: &ServerParams, settings: &[(String, String)]) -> ServerParams {
+    let mut told = server.clone();
+    for (name, value) in settings {
+        if let Some((_, v)) = told.iter_mut().find(|(k, _)| k.eq_ignore_ascii_case(name)) {
+            v.clone_from(value);
+        }
+    }
+    told
 }

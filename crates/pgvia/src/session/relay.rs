@@ -42,8 +42,9 @@ impl Buffers {
 pub enum RelayEnd {
     /// The client sent Terminate or closed its socket.
     ClientDone,
-    /// The client sent something invalid.
-    ClientError(SessionError),
+    /// The session cannot go on: the client sent something invalid, or no server could be
+    /// had for it.
+    Error(SessionError),
     /// The server went away or fell out of step; `told_client` when its own FATAL error was
     /// already forwarded.
     ServerLost { error: ServerError, told_client: bool },
@@ -136,6 +137,34 @@ fn scan_server(buf: &[u8], server: &mut ServerConn) -> ServerScan {
     }
 }
 
+/// Moves the whole, valid client frames read so far to the server's write buffer. On
+/// Terminate or an invalid frame, flushes what came before it and says how the session ends.
+async fn take_client_frames(
+    bufs: &mut Buffers,
+    decoder: &FrameDecoder,
+    server: &mut ServerConn,
+) -> Option<RelayEnd> {
+    if bufs.from_client.is_empty() {
+        return None;
+    }
+    server.dirty = true;
+    let scan = scan_client(&bufs.from_client, decoder, server);
+    move_prefix(&mut bufs.from_client, &mut bufs.to_server, scan.forward);
+    if !scan.terminated && scan.error.is_none() {
+        return None;
+    }
+    // Whatever came before the end is forwarded; the reset that follows collects the replies.
+    if let Err(e) = server.stream.write_all(&bufs.to_server).await {
+        server.broken = true;
+        tracing::debug!(error = %e, "server write failed while client was leaving");
+    }
+    bufs.to_server.clear();
+    Some(match scan.error {
+        Some(e) => RelayEnd::Error(e),
+        None => RelayEnd::ClientDone,
+    })
+}
+
 /// Relays until one side is done. The server stays usable unless the result says otherwise;
 /// the caller resets or closes it.
 pub async fn relay(
@@ -147,6 +176,10 @@ pub async fn relay(
 ) -> RelayEnd {
     let mut draining = *shutdown.borrow() != Phase::Running;
     let mut server_fatal = false;
+    // The client may have sent more than the message that got it this server.
+    if let Some(end) = take_client_frames(bufs, decoder, server).await {
+        return end;
+    }
     let (mut cr, mut cw) = tokio::io::split(client);
     loop {
         if draining && server.tracker.is_quiescent() && bufs.to_client.is_empty() && bufs.to_server.is_empty()
@@ -192,21 +225,8 @@ pub async fn relay(
                     Ok(0) | Err(_) => return RelayEnd::ClientDone,
                     Ok(_) => {}
                 }
-                server.dirty = true;
-                let scan = scan_client(&bufs.from_client, decoder, server);
-                move_prefix(&mut bufs.from_client, &mut bufs.to_server, scan.forward);
-                if scan.terminated || scan.error.is_some() {
-                    // Whatever came before the end is forwarded; the reset that follows
-                    // collects the replies.
-                    if let Err(e) = server.stream.write_all(&bufs.to_server).await {
-                        server.broken = true;
-                        tracing::debug!(error = %e, "server write failed while client was leaving");
-                    }
-                    bufs.to_server.clear();
-                    return match scan.error {
-                        Some(e) => RelayEnd::ClientError(e),
-                        None => RelayEnd::ClientDone,
-                    };
+                if let Some(end) = take_client_frames(bufs, decoder, server).await {
+                    return end;
                 }
             }
             r = sw.write(&bufs.to_server), if !bufs.to_server.is_empty() => {

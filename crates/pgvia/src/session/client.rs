@@ -1,0 +1,143 @@
+//! A logged-in client: it gets a server at its first message and keeps it (session pooling)
+//! until it leaves; what the client was told about server parameters is kept in step.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+use wire::FrameDecoder;
+
+use super::error::SessionError;
+use super::relay::{self, Buffers, RelayEnd};
+use super::settings;
+use crate::app::{App, Phase};
+use crate::cancel::{CancelKey, CancelTarget};
+use crate::net::ClientStream;
+use crate::pool::{Checkout, Pool};
+use crate::server::ServerParams;
+
+pub struct Session<'a> {
+    pub app: &'a App,
+    pub client: &'a mut ClientStream,
+    pub pool: Arc<Pool>,
+    /// Settings the client asked for at startup, applied to every server it is given.
+    pub settings: &'a [(String, String)],
+    pub cancel: CancelKey,
+    /// The parameter values the client has been told (ParameterStatus).
+    pub told: ServerParams,
+    pub bufs: Buffers,
+    pub decoder: FrameDecoder,
+    pub shutdown: watch::Receiver<Phase>,
+    pub server: Option<Checkout>,
+}
+
+impl Session<'_> {
+    /// Serves the client until it leaves, fails, or shutdown ends it. The client's last
+    /// message (why it was closed), if any, is left in `out`; the server is still held, for
+    /// [`Session::release_server`].
+    pub async fn run(&mut self, out: &mut BytesMut) {
+        let end = self.serve().await;
+        self.cancel.slot.set(None);
+        match end {
+            RelayEnd::ClientDone => {}
+            RelayEnd::Error(e) => {
+                tracing::info!(pool = %self.pool.name, error = %e, "closing client session");
+                e.write_fatal(out);
+            }
+            RelayEnd::ServerLost { error, told_client } => {
+                tracing::warn!(pool = %self.pool.name, error = %error, "server connection lost during a session");
+                // When the server's own FATAL already reached the client, that is the last word.
+                if !told_client {
+                    SessionError::Server(error).write_fatal(out);
+                }
+            }
+            RelayEnd::Shutdown => SessionError::Shutdown.write_fatal(out),
+        }
+    }
+
+    /// Gives the server back: reset and pooled if it can be made clean, closed otherwise.
+    pub async fn release_server(&mut self) {
+        let Some(checkout) = self.server.take() else { return };
+        if checkout.conn_ref().broken {
+            drop(checkout);
+        } else {
+            let general = &self.app.config().general;
+            checkout.release(&general.server_reset_query, general.server_reset_timeout).await;
+        }
+    }
+
+    async fn serve(&mut self) -> RelayEnd {
+        loop {
+            if self.server.is_none() {
+                if let Some(end) = self.wait_for_work().await {
+                    return end;
+                }
+                if let Err(e) = self.assign().await {
+                    return RelayEnd::Error(e);
+                }
+            }
+            let Some(checkout) = self.server.as_mut() else { continue };
+            return relay::relay(
+                self.client,
+                checkout.conn(),
+                &mut self.bufs,
+                &self.decoder,
+                &mut self.shutdown,
+            )
+            .await;
+        }
+    }
+
+    /// Waits, holding no server, until the client has sent a whole message that needs one.
+    /// Returns `Some` when the session ends instead.
+    async fn wait_for_work(&mut self) -> Option<RelayEnd> {
+        loop {
+            match self.decoder.peek_len(&self.bufs.from_client) {
+                Ok(Some(_)) => {
+                    return (self.bufs.from_client[0] == wire::frontend::tag::TERMINATE)
+                        .then_some(RelayEnd::ClientDone);
+                }
+                Ok(None) => {}
+                Err(e) => return Some(RelayEnd::Error(e.into())),
+            }
+            if *self.shutdown.borrow() != Phase::Running {
+                return Some(RelayEnd::Shutdown);
+            }
+            tokio::select! {
+                biased;
+                changed = self.shutdown.changed() => {
+                    if changed.is_err() {
+                        return Some(RelayEnd::Shutdown);
+                    }
+                }
+                r = self.client.read_buf(&mut self.bufs.from_client) => match r {
+                    Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
+                    Ok(_) => {}
+                },
+            }
+        }
+    }
+
+    /// Takes a server from the pool, brings it to the client's settings, tells the client
+    /// about parameters that differ from what it was told, and points cancels at it.
+    async fn assign(&mut self) -> Result<(), SessionError> {
+        let mut checkout = self.pool.checkout().await?;
+        let timeout = self.app.config().general.server_reset_timeout;
+        let applied = settings::apply(checkout.conn(), self.settings, timeout).await;
+        let conn = checkout.conn();
+        self.cancel.slot.set(Some(CancelTarget {
+            server: conn.peer,
+            process_id: conn.key.process_id,
+            secret: conn.key.secret.clone(),
+        }));
+        for (name, value) in &conn.params {
+            if self.told.get(name) != Some(value) {
+                wire::build::parameter_status(&mut self.bufs.to_client, name, value);
+                self.told.insert(name.clone(), value.clone());
+            }
+        }
+        self.server = Some(checkout);
+        applied
+    }
+}
