@@ -10,7 +10,8 @@ mod common;
 use common::raw::RawConn;
 use common::tls::TestCerts;
 use common::{
-    connect, direct_conninfo, psql, sqlstate, start_pg, text, ConfigBuilder, TestProxy, DB, PASSWORD, USER,
+    connect, direct_conninfo, psql, psql_tls, sqlstate, start_pg, text, ConfigBuilder, TestProxy, DB,
+    PASSWORD, USER,
 };
 use harness::Cluster;
 
@@ -66,7 +67,12 @@ fn tls_conninfo(proxy: &TestProxy, certs: &TestCerts, user: &str, password: &str
 
 /// Logs in with psql (`select current_user` and `\conninfo`) and returns what it printed.
 async fn psql_login(pg: &Cluster, conninfo: &str, user: &str) -> String {
-    let out = psql(pg, conninfo, &["-At", "-c", "select current_user", "-c", "\\conninfo"], None).await;
+    let args = ["-At", "-c", "select current_user", "-c", "\\conninfo"];
+    let out = if conninfo.contains("sslmode=verify-full") {
+        psql_tls(pg, conninfo, &args, None).await
+    } else {
+        psql(pg, conninfo, &args, None).await
+    };
     common::assert_success(&format!("psql login as {user}"), &out);
     let stdout = text(&out.stdout);
     assert_eq!(stdout.lines().next(), Some(user), "{stdout}");
@@ -233,7 +239,7 @@ async fn tls_required_admits_only_tls_clients() {
     assert!(says_ssl(&out), "{out}");
     tokio_login(&proxy, Some(&certs), USER, PASSWORD).await;
     // libpq's default (sslmode=prefer) asks for TLS first, so it gets in too.
-    let out = psql(&pg, &proxy.conninfo(USER, PASSWORD, DB), &["-At", "-c", "select 1"], None).await;
+    let out = psql_tls(&pg, &proxy.conninfo(USER, PASSWORD, DB), &["-At", "-c", "select 1"], None).await;
     common::assert_success("psql with sslmode=prefer", &out);
 
     proxy.assert_no_leaks().await;

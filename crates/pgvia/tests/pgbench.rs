@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{assert_success, run, start_pg, text, tool, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
@@ -42,8 +44,25 @@ async fn bench(protocol: &str) {
     let accounts = pg.psql(DB, "select count(*) from pgbench_accounts").expect("count accounts");
     assert_eq!(accounts, "100000");
 
+    // Watch the pool while pgbench runs: at most 5 servers in use, and clients queueing.
+    let pool = proxy.app.pools.all().pop().expect("the pool pgbench -i used");
+    let watching = Arc::new(AtomicBool::new(true));
+    let watcher = {
+        let (pool, watching) = (pool.clone(), watching.clone());
+        tokio::spawn(async move {
+            let (mut most_active, mut most_waiting) = (0, 0);
+            while watching.load(Ordering::Relaxed) {
+                most_active = most_active.max(pool.stats.servers_active.load(Ordering::Relaxed));
+                most_waiting = most_waiting.max(pool.stats.clients_waiting.load(Ordering::Relaxed));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (most_active, most_waiting)
+        })
+    };
     let protocol_arg = format!("--protocol={protocol}");
     let out = pgbench(&pg, &proxy, &["-c", "20", "-j", "2", "-T", "10", &protocol_arg]).await;
+    watching.store(false, Ordering::Relaxed);
+    let (most_active, most_waiting) = watcher.await.unwrap();
     let processed = field(&out, "number of transactions actually processed:")
         .unwrap_or_else(|| panic!("no transaction count in pgbench output:\n{out}"));
     let processed = leading_number(processed);
@@ -56,12 +75,12 @@ async fn bench(protocol: &str) {
     let history = pg.psql(DB, "select count(*) from pgbench_history").expect("count history");
     assert_eq!(history, processed.to_string(), "pgbench_history rows vs transactions\n{out}");
 
-    // Never more than the pool's 5 servers for the 20 clients.
-    let pools = proxy.app.pools.all();
-    assert_eq!(pools.len(), 1);
-    let created = pools[0].stats.servers_created.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(pools[0].server_count() <= 5, "{} servers open", pools[0].server_count());
-    assert!(created >= 1);
+    // Never more than the pool's 5 servers for the 20 clients, who had to queue for them.
+    assert!(most_active <= 5, "{most_active} servers in use at once");
+    assert_eq!(most_active, 5, "the pool was not used to its size");
+    assert!(most_waiting >= 1, "no client ever waited for a server");
+    assert!(pool.server_count() <= 5, "{} servers open", pool.server_count());
+    assert_eq!(proxy.app.pools.all().len(), 1);
 
     proxy.assert_no_leaks().await;
     proxy.stop().await;

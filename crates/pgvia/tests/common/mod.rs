@@ -259,6 +259,23 @@ pub async fn psql(pg: &Cluster, conninfo: &str, args: &[&str], stdin: Option<&st
     run(cmd, stdin).await
 }
 
+/// Like [`psql`], with a psql whose libpq has TLS. The PostgreSQL 18 build used for tests has
+/// none, so Debian's PostgreSQL 15 psql stands in; TLS ends at pgvia either way.
+pub async fn psql_tls(pg: &Cluster, conninfo: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    let version = if harness::supports_ssl(pg.version()).expect("pg_config") {
+        pg.version()
+    } else {
+        harness::PgVersion::V15
+    };
+    let mut cmd = tokio::process::Command::new(harness::pg_bin(version, "psql").expect("psql"));
+    for var in LIBPQ_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env("PGCONNECT_TIMEOUT", "10").kill_on_drop(true);
+    cmd.arg("-X").arg("-d").arg(conninfo).args(args);
+    run(cmd, stdin).await
+}
+
 /// Runs a command to completion, feeding `stdin` if given, with a 120 s limit.
 pub async fn run(mut cmd: tokio::process::Command, stdin: Option<&str>) -> Output {
     use tokio::io::AsyncWriteExt;

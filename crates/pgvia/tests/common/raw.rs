@@ -42,6 +42,15 @@ impl Msg {
     pub fn sqlstate(&self) -> Option<String> {
         self.fields().get(&'C').cloned()
     }
+
+    /// A ParameterStatus message's (name, value).
+    pub fn parameter(&self) -> Option<(String, String)> {
+        if self.tag != b'S' {
+            return None;
+        }
+        let mut parts = self.body.split(|&b| b == 0).map(|p| String::from_utf8_lossy(p).into_owned());
+        Some((parts.next()?, parts.next()?))
+    }
 }
 
 /// A frame with a tag: tag, length (including itself), body.
@@ -147,6 +156,8 @@ pub struct RawConn {
     pub key: Option<(i32, i32)>,
     /// The authentication requests received during login (3 cleartext, 5 MD5, 10 SASL, ...).
     pub auth_requests: Vec<i32>,
+    /// The ParameterStatus messages received during login.
+    pub login_messages: Vec<Msg>,
 }
 
 /// Why a login did not reach ReadyForQuery.
@@ -171,7 +182,13 @@ impl RawConn {
     pub async fn connect(addr: SocketAddr) -> std::io::Result<RawConn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(RawConn { stream, buf: BytesMut::with_capacity(8192), key: None, auth_requests: Vec::new() })
+        Ok(RawConn {
+            stream,
+            buf: BytesMut::with_capacity(8192),
+            key: None,
+            auth_requests: Vec::new(),
+            login_messages: Vec::new(),
+        })
     }
 
     /// Connects and logs in (trust, cleartext, MD5 or SCRAM, whatever is asked) up to the
@@ -182,8 +199,20 @@ impl RawConn {
         password: &str,
         db: &str,
     ) -> Result<RawConn, LoginError> {
+        Self::login_with(addr, user, password, &[("database", db)]).await
+    }
+
+    /// `login` with more startup parameters (`database`, `options`, settings).
+    pub async fn login_with(
+        addr: SocketAddr,
+        user: &str,
+        password: &str,
+        params: &[(&str, &str)],
+    ) -> Result<RawConn, LoginError> {
         let mut conn = RawConn::connect(addr).await.map_err(|e| LoginError::Io(e.to_string()))?;
-        conn.send(&startup(&[("user", user), ("database", db)])).await;
+        let mut all = vec![("user", user)];
+        all.extend_from_slice(params);
+        conn.send(&startup(&all)).await;
         let mut scram: Option<ScramSha256> = None;
         loop {
             let Some(msg) = conn.recv().await else {
@@ -196,7 +225,8 @@ impl RawConn {
                     conn.key = Some((b.get_i32(), b.get_i32()));
                 }
                 b'Z' => return Ok(conn),
-                b'S' | b'N' | b'v' => {}
+                b'S' => conn.login_messages.push(msg),
+                b'N' | b'v' => {}
                 b'R' => {
                     let mut b = &msg.body[..];
                     let code = b.get_i32();
