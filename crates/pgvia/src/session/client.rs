@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
+use wire::frontend::FrontendMessage;
 use wire::FrameDecoder;
 
 use super::error::SessionError;
@@ -94,9 +95,17 @@ impl Session<'_> {
     async fn wait_for_work(&mut self) -> Option<RelayEnd> {
         loop {
             match self.decoder.peek_len(&self.bufs.from_client) {
-                Ok(Some(_)) => {
-                    return (self.bufs.from_client[0] == wire::frontend::tag::TERMINATE)
-                        .then_some(RelayEnd::ClientDone);
+                Ok(Some(len)) => {
+                    // Garbage must not cost a server: check the first message before asking
+                    // the pool for one.
+                    let frame = &self.bufs.from_client[..len];
+                    return match (frame[0], FrontendMessage::parse_body(frame[0], &frame[5..])) {
+                        (_, Err(e)) if frame[0] != wire::frontend::tag::COPY_DATA => {
+                            Some(RelayEnd::Error(e.into()))
+                        }
+                        (wire::frontend::tag::TERMINATE, _) => Some(RelayEnd::ClientDone),
+                        _ => None,
+                    };
                 }
                 Ok(None) => {}
                 Err(e) => return Some(RelayEnd::Error(e.into())),
@@ -104,6 +113,7 @@ impl Session<'_> {
             if *self.shutdown.borrow() != Phase::Running {
                 return Some(RelayEnd::Shutdown);
             }
+            relay::ensure_room(&mut self.bufs.from_client);
             tokio::select! {
                 biased;
                 changed = self.shutdown.changed() => {

@@ -96,6 +96,7 @@ pub async fn authenticate(
     let decoder = FrameDecoder::new(MAX_AUTH_FRAME);
     loop {
         stream.write_all(out).await?;
+        stream.flush().await?;
         out.clear();
         let frame = loop {
             if let Some(f) = decoder.decode(buf)? {

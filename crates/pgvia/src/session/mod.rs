@@ -49,14 +49,20 @@ async fn run(app: &App, tcp: TcpStream) -> Result<(), SessionError> {
     let opening = tokio::time::timeout(LOGIN_TIMEOUT, startup::open(app, tcp))
         .await
         .map_err(|_| SessionError::LoginTimeout(LOGIN_TIMEOUT))??;
-    let Some(Opening::Login { mut stream, startup, mut buf }) = opening else { return Ok(()) };
     let mut out = BytesMut::with_capacity(512);
-    let result = logged_in(app, &mut stream, &startup, &mut buf, &mut out).await;
+    let (mut stream, result) = match opening {
+        None | Some(Opening::Cancelled) => return Ok(()),
+        Some(Opening::Refused { stream, error }) => (stream, Err(error)),
+        Some(Opening::Login { mut stream, startup, mut buf }) => {
+            let result = logged_in(app, &mut stream, &startup, &mut buf, &mut out).await;
+            (stream, result)
+        }
+    };
     if let Err(e) = &result {
         e.write_fatal(&mut out);
     }
     if !out.is_empty() {
-        let _ = stream.write_all(&out).await;
+        let _ = send(&mut stream, &mut out).await;
     }
     let _ = stream.shutdown().await;
     result
@@ -91,8 +97,7 @@ async fn logged_in(
     };
     let _db_slot = app.client_slot(Some(&database.name))?;
     build::authentication_ok(out);
-    stream.write_all(out).await?;
-    out.clear();
+    send(stream, out).await?;
 
     let pool = app.pool_for(database, user);
     let fresh = pool.startup_params().await?;
@@ -103,8 +108,7 @@ async fn logged_in(
     }
     build::backend_key_data(out, cancel.process_id, &cancel.secret);
     build::ready_for_query(out, TransactionStatus::Idle.as_byte());
-    stream.write_all(out).await?;
-    out.clear();
+    send(stream, out).await?;
 
     let mut bufs = relay::Buffers::new();
     bufs.from_client = std::mem::take(buf);
@@ -124,10 +128,17 @@ async fn logged_in(
     // The client hears why it was closed before the server is reset, which may take a
     // round trip or two.
     if !out.is_empty() {
-        let _ = session.client.write_all(out).await;
-        out.clear();
+        let _ = send(session.client, out).await;
     }
     session.release_server().await;
+    Ok(())
+}
+
+/// Writes and flushes everything in `out` (TLS may otherwise keep the tail), then clears it.
+async fn send(stream: &mut ClientStream, out: &mut BytesMut) -> std::io::Result<()> {
+    stream.write_all(out).await?;
+    stream.flush().await?;
+    out.clear();
     Ok(())
 }
 

@@ -66,6 +66,15 @@ fn move_prefix(src: &mut BytesMut, dst: &mut BytesMut, n: usize) {
     }
 }
 
+/// Makes sure a read has room for a useful amount of data. `BytesMut` reclaims its whole
+/// allocation once everything in it was consumed, so this rarely allocates.
+pub fn ensure_room(buf: &mut BytesMut) {
+    const MIN_READ: usize = 8 * 1024;
+    if buf.capacity() - buf.len() < MIN_READ {
+        buf.reserve(MIN_READ);
+    }
+}
+
 /// What a batch of client bytes held.
 struct ClientScan {
     /// Bytes of whole, valid frames to forward.
@@ -186,6 +195,8 @@ pub async fn relay(
         {
             return RelayEnd::Shutdown;
         }
+        ensure_room(&mut server.read_buf);
+        ensure_room(&mut bufs.from_client);
         // Borrow the socket halves and the server's fields separately so one select can wait
         // on all four directions.
         let (mut sr, mut sw) = server.stream.split();
@@ -242,6 +253,11 @@ pub async fn relay(
                 match r {
                     Ok(n) => bufs.to_client.advance(n),
                     Err(_) => return RelayEnd::ClientDone,
+                }
+                // TLS may hold the last records inside the session until flushed; for plain
+                // TCP this is free.
+                if bufs.to_client.is_empty() && cw.flush().await.is_err() {
+                    return RelayEnd::ClientDone;
                 }
             }
         }

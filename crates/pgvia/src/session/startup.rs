@@ -21,18 +21,43 @@ pub enum Opening {
     },
     /// A CancelRequest was handled; the connection is done.
     Cancelled,
+    /// The client broke the protocol before logging in; tell it why, then close.
+    Refused {
+        stream: ClientStream,
+        error: SessionError,
+    },
+}
+
+/// A packet, the end of the stream, or why the bytes are not a valid packet.
+enum Read {
+    Packet(StartupPacket),
+    Eof,
+    Invalid(SessionError),
 }
 
 async fn read_packet<S: tokio::io::AsyncRead + Unpin>(
     stream: &mut S,
     buf: &mut BytesMut,
-) -> Result<Option<StartupPacket>, SessionError> {
+) -> Result<Read, SessionError> {
     loop {
-        if let Some(payload) = decode_untagged(buf, MAX_STARTUP_FRAME)? {
-            return Ok(Some(StartupPacket::parse(&payload)?));
+        match decode_untagged(buf, MAX_STARTUP_FRAME) {
+            Ok(Some(payload)) => {
+                return Ok(match StartupPacket::parse(&payload) {
+                    Ok(p) => Read::Packet(p),
+                    Err(e @ wire::WireError::UnsupportedProtocol { .. }) => {
+                        Read::Invalid(SessionError::refused(
+                            SqlState::FEATURE_NOT_SUPPORTED,
+                            format!("{e}: pgvia speaks protocol 3.0"),
+                        ))
+                    }
+                    Err(e) => Read::Invalid(e.into()),
+                })
+            }
+            Ok(None) => {}
+            Err(e) => return Ok(Read::Invalid(e.into())),
         }
         if stream.read_buf(buf).await? == 0 {
-            return Ok(None);
+            return Ok(Read::Eof);
         }
     }
 }
@@ -42,7 +67,13 @@ pub async fn open(app: &App, mut tcp: TcpStream) -> Result<Option<Opening>, Sess
     let mut buf = BytesMut::with_capacity(1024);
     let mut gss_declined = false;
     loop {
-        let Some(packet) = read_packet(&mut tcp, &mut buf).await? else { return Ok(None) };
+        let packet = match read_packet(&mut tcp, &mut buf).await? {
+            Read::Packet(p) => p,
+            Read::Eof => return Ok(None),
+            Read::Invalid(error) => {
+                return Ok(Some(Opening::Refused { stream: ClientStream::Plain(tcp), error }))
+            }
+        };
         match packet {
             StartupPacket::GssEncRequest if !gss_declined => {
                 gss_declined = true;
@@ -52,7 +83,8 @@ pub async fn open(app: &App, mut tcp: TcpStream) -> Result<Option<Opening>, Sess
                 if !buf.is_empty() {
                     // Bytes after an SSLRequest, before our answer, would be read as if
                     // encrypted: a classic injection. PostgreSQL refuses them too.
-                    return Err(SessionError::ProtocolState("received unencrypted data after SSL request"));
+                    let error = SessionError::ProtocolState("received unencrypted data after SSL request");
+                    return Ok(Some(Opening::Refused { stream: ClientStream::Plain(tcp), error }));
                 }
                 let Some(acceptor) = app.tls.as_ref() else {
                     tcp.write_all(b"N").await?;
@@ -61,15 +93,17 @@ pub async fn open(app: &App, mut tcp: TcpStream) -> Result<Option<Opening>, Sess
                 tcp.write_all(b"S").await?;
                 let tls = acceptor.accept(tcp).await.map_err(SessionError::Tls)?;
                 let mut stream = ClientStream::Tls(Box::new(tls));
-                return match read_packet(&mut stream, &mut buf).await? {
-                    Some(StartupPacket::Startup(startup)) => {
-                        Ok(Some(Opening::Login { stream, startup, buf }))
+                let error = match read_packet(&mut stream, &mut buf).await? {
+                    Read::Packet(StartupPacket::Startup(startup)) => {
+                        return Ok(Some(Opening::Login { stream, startup, buf }))
                     }
-                    Some(_) => {
-                        Err(SessionError::ProtocolState("expected a StartupMessage after the TLS handshake"))
+                    Read::Packet(_) => {
+                        SessionError::ProtocolState("expected a StartupMessage after the TLS handshake")
                     }
-                    None => Ok(None),
+                    Read::Eof => return Ok(None),
+                    Read::Invalid(e) => e,
                 };
+                return Ok(Some(Opening::Refused { stream, error }));
             }
             StartupPacket::Cancel { process_id, secret } => {
                 if let Some(target) = app.cancels.lookup(process_id, &secret) {
@@ -82,16 +116,19 @@ pub async fn open(app: &App, mut tcp: TcpStream) -> Result<Option<Opening>, Sess
                 return Ok(Some(Opening::Cancelled));
             }
             StartupPacket::Startup(startup) => {
+                let stream = ClientStream::Plain(tcp);
                 if app.config().general.tls_mode == TlsMode::Require {
-                    return Err(SessionError::refused(
+                    let error = SessionError::refused(
                         SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
                         "TLS is required by this pgvia (tls_mode = require); connect with sslmode=require",
-                    ));
+                    );
+                    return Ok(Some(Opening::Refused { stream, error }));
                 }
-                return Ok(Some(Opening::Login { stream: ClientStream::Plain(tcp), startup, buf }));
+                return Ok(Some(Opening::Login { stream, startup, buf }));
             }
             StartupPacket::GssEncRequest => {
-                return Err(SessionError::ProtocolState("GSSENCRequest sent twice"));
+                let error = SessionError::ProtocolState("GSSENCRequest sent twice");
+                return Ok(Some(Opening::Refused { stream: ClientStream::Plain(tcp), error }));
             }
         }
     }
