@@ -247,7 +247,6 @@ async fn tls_required_admits_only_tls_clients() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "pgvia bug: the tls_mode=require refusal is never sent; the socket is just closed"]
 async fn tls_required_refusal_carries_sqlstate() {
     let (_pg, _certs, proxy) = require_tls_proxy().await;
     // Refused with an error the client can show, not just a closed socket.
