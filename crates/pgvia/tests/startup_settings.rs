@@ -121,7 +121,6 @@ async fn refused(addr: SocketAddr, params: &[(&str, &str)]) -> (String, String, 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "pgvia bug since 5e652d5: invalid startup settings are accepted at login and fail the first query with FATAL"]
 async fn invalid_startup_settings_are_refused_at_login() {
     let pg = start_pg();
     let proxy = TestProxy::start(&ConfigBuilder::new(&pg)).await;

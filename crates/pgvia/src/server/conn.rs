@@ -109,10 +109,9 @@ impl ServerConn {
             cancels: Arc::default(),
         };
         let mut out = BytesMut::with_capacity(256);
-        build::startup_message(
-            &mut out,
-            [("user", addr.user.as_str()), ("database", addr.dbname.as_str()), ("application_name", "pgvia")],
-        );
+        // No application_name: a client that sets none must see the empty default, as it
+        // would connected directly.
+        build::startup_message(&mut out, [("user", addr.user.as_str()), ("database", addr.dbname.as_str())]);
         conn.stream.write_all(&out).await?;
         let mut auth = ServerAuthenticator::new(&addr.user, addr.password.as_deref());
         loop {
