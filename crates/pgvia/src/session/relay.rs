@@ -113,6 +113,9 @@ fn scan_client(buf: &[u8], decoder: &FrameDecoder, server: &mut ServerConn) -> C
 /// What a batch of server bytes held.
 struct ServerScan {
     forward: usize,
+    /// Length of a frame after `forward` that belongs to an injected statement's reply and
+    /// must be dropped, or 0.
+    swallow: usize,
     fatal: bool,
     /// A ReadyForQuery was among the frames.
     ready: bool,
@@ -127,14 +130,14 @@ fn scan_server(buf: &[u8], server: &mut ServerConn) -> ServerScan {
     loop {
         let len = match decoder.peek_len(&buf[pos..]) {
             Ok(Some(len)) => len,
-            Ok(None) => return ServerScan { forward: pos, fatal, ready, error: None },
-            Err(e) => return ServerScan { forward: pos, fatal, ready, error: Some(e.into()) },
+            Ok(None) => return ServerScan { forward: pos, swallow: 0, fatal, ready, error: None },
+            Err(e) => return ServerScan { forward: pos, swallow: 0, fatal, ready, error: Some(e.into()) },
         };
         let tag = buf[pos];
         let body = &buf[pos + 5..pos + len];
         if tag == wire::backend::tag::PARAMETER_STATUS {
             if let Err(e) = server.observe_body(tag, body) {
-                return ServerScan { forward: pos, fatal, ready, error: Some(e) };
+                return ServerScan { forward: pos, swallow: 0, fatal, ready, error: Some(e) };
             }
         }
         match server.tracker.server_sent(tag, body) {
@@ -142,6 +145,7 @@ fn scan_server(buf: &[u8], server: &mut ServerConn) -> ServerScan {
             ServerEvent::Desync => {
                 return ServerScan {
                     forward: pos,
+                    swallow: 0,
                     fatal,
                     ready,
                     error: Some(ServerError::Desync("ReadyForQuery without a pending request")),
@@ -149,6 +153,12 @@ fn scan_server(buf: &[u8], server: &mut ServerConn) -> ServerScan {
             }
             ServerEvent::Ready { .. } => ready = true,
             ServerEvent::Other => {}
+        }
+        if server.swallow_replies > 0 {
+            if tag == wire::backend::tag::READY_FOR_QUERY {
+                server.swallow_replies -= 1;
+            }
+            return ServerScan { forward: pos, swallow: len, fatal, ready, error: None };
         }
         pos += len;
     }
@@ -230,10 +240,16 @@ pub async fn relay(
                     Ok(_) => {}
                 }
                 let mut read_buf = std::mem::take(&mut server.read_buf);
-                let scan = scan_server(&read_buf, server);
-                move_prefix(&mut read_buf, &mut bufs.to_client, scan.forward);
+                let scan = loop {
+                    let scan = scan_server(&read_buf, server);
+                    move_prefix(&mut read_buf, &mut bufs.to_client, scan.forward);
+                    server_fatal |= scan.fatal;
+                    if scan.swallow == 0 {
+                        break scan;
+                    }
+                    read_buf.advance(scan.swallow);
+                };
                 server.read_buf = read_buf;
-                server_fatal |= scan.fatal;
                 if let Some(error) = scan.error {
                     server.broken = true;
                     let _ = cw.write_all(&bufs.to_client).await;
