@@ -4,6 +4,7 @@
 //! column descriptions) are iterated lazily and report malformed bytes when reached.
 
 use crate::reader::Reader;
+pub use crate::reader::{Formats, Oids};
 use crate::{Frame, WireError};
 
 pub mod tag {
@@ -92,7 +93,7 @@ impl<'a> NameList<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CopyResponse<'a> {
     pub format: u8,
-    columns: &'a [u8],
+    pub column_formats: Formats<'a>,
 }
 
 impl<'a> CopyResponse<'a> {
@@ -100,13 +101,9 @@ impl<'a> CopyResponse<'a> {
         let mut r = Reader::new(body, message);
         let format = r.u8()?;
         let n = r.count16()?;
-        let columns = r.bytes(n * 2)?;
+        let column_formats = Formats::read(&mut r, n)?;
         r.finish()?;
-        Ok(Self { format, columns })
-    }
-
-    pub fn column_formats(&self) -> impl Iterator<Item = i16> + 'a {
-        self.columns.chunks_exact(2).map(|c| i16::from_be_bytes([c[0], c[1]]))
+        Ok(Self { format, column_formats })
     }
 }
 
@@ -224,24 +221,6 @@ impl<'a> RowDescription<'a> {
                 })
             })())
         })
-    }
-}
-
-/// Parameter type OIDs of a ParameterDescription.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Oids<'a>(&'a [u8]);
-
-impl<'a> Oids<'a> {
-    pub fn len(&self) -> usize {
-        self.0.len() / 4
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = u32> + 'a {
-        self.0.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
     }
 }
 
@@ -383,9 +362,9 @@ impl<'a> BackendMessage<'a> {
             PARAMETER_DESCRIPTION => {
                 let mut r = Reader::new(body, "ParameterDescription");
                 let n = usize::from(r.u16()?);
-                let oids = r.bytes(n * 4)?;
+                let oids = Oids::read(&mut r, n)?;
                 r.finish()?;
-                Self::ParameterDescription(Oids(oids))
+                Self::ParameterDescription(oids)
             }
             PARAMETER_STATUS => {
                 let mut r = Reader::new(body, "ParameterStatus");

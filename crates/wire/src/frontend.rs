@@ -1,6 +1,7 @@
 //! Views of messages a client sends after startup, borrowed from a [`Frame`].
 
 use crate::reader::Reader;
+pub use crate::reader::{Formats, Oids};
 use crate::{Frame, WireError};
 
 pub mod tag {
@@ -39,24 +40,6 @@ impl Target {
     }
 }
 
-/// A list of i16 format codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Formats<'a>(&'a [u8]);
-
-impl<'a> Formats<'a> {
-    pub fn len(&self) -> usize {
-        self.0.len() / 2
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = i16> + 'a {
-        self.0.chunks_exact(2).map(|c| i16::from_be_bytes([c[0], c[1]]))
-    }
-}
-
 /// A list of length-prefixed values where -1 is NULL (Bind parameters, FunctionCall arguments).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Values<'a> {
@@ -89,7 +72,7 @@ impl<'a> Values<'a> {
 
 fn formats<'a>(r: &mut Reader<'a>) -> Result<Formats<'a>, WireError> {
     let n = r.count16()?;
-    Ok(Formats(r.bytes(n * 2)?))
+    Formats::read(r, n)
 }
 
 fn values<'a>(r: &mut Reader<'a>) -> Result<Values<'a>, WireError> {
@@ -106,17 +89,7 @@ fn values<'a>(r: &mut Reader<'a>) -> Result<Values<'a>, WireError> {
 pub struct Parse<'a> {
     pub name: &'a str,
     pub query: &'a str,
-    param_types: &'a [u8],
-}
-
-impl<'a> Parse<'a> {
-    pub fn param_types(&self) -> impl Iterator<Item = u32> + 'a {
-        self.param_types.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-    }
-
-    pub fn param_type_count(&self) -> usize {
-        self.param_types.len() / 4
-    }
+    pub param_types: Oids<'a>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,7 +205,7 @@ impl<'a> FrontendMessage<'a> {
                 let name = r.cstr()?;
                 let query = r.cstr()?;
                 let n = r.count16()?;
-                let param_types = r.bytes(n * 4)?;
+                let param_types = Oids::read(&mut r, n)?;
                 r.finish()?;
                 Self::Parse(Parse { name, query, param_types })
             }
@@ -289,7 +262,7 @@ mod tests {
         let f = frame(b'P', b"s\0select $1\0\0\x01\0\0\0\x17");
         let FrontendMessage::Parse(p) = FrontendMessage::parse(&f).unwrap() else { panic!() };
         assert_eq!(p.query, "select $1");
-        assert_eq!(p.param_types().collect::<Vec<_>>(), vec![23]);
+        assert_eq!(p.param_types.iter().collect::<Vec<_>>(), vec![23]);
         assert!(FrontendMessage::parse(&frame(b'P', b"s\0select")).is_err());
     }
 

@@ -103,6 +103,68 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// An integer stored big-endian in a fixed number of bytes.
+pub trait BeInt: Copy + 'static {
+    const SIZE: usize;
+    /// `b` is exactly `SIZE` bytes long.
+    fn from_be(b: &[u8]) -> Self;
+}
+
+impl BeInt for i16 {
+    const SIZE: usize = 2;
+    fn from_be(b: &[u8]) -> Self {
+        i16::from_be_bytes([b[0], b[1]])
+    }
+}
+
+impl BeInt for u32 {
+    const SIZE: usize = 4;
+    fn from_be(b: &[u8]) -> Self {
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
+/// A borrowed array of big-endian integers (type OIDs, format codes), decoded on iteration.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct BeArray<'a, T> {
+    bytes: &'a [u8],
+    _item: std::marker::PhantomData<T>,
+}
+
+impl<'a, T: BeInt> BeArray<'a, T> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self { bytes, _item: std::marker::PhantomData }
+    }
+
+    /// Reads a count of `T`s (already parsed) from `r`.
+    pub fn read(r: &mut Reader<'a>, count: usize) -> Result<Self, WireError> {
+        Ok(Self::new(r.bytes(count * T::SIZE)?))
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len() / T::SIZE
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = T> + 'a {
+        self.bytes.chunks_exact(T::SIZE).map(T::from_be)
+    }
+}
+
+impl<T: BeInt + std::fmt::Debug> std::fmt::Debug for BeArray<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// Type OIDs (ParameterDescription, Parse).
+pub type Oids<'a> = BeArray<'a, u32>;
+/// Format codes (Bind, FunctionCall, COPY responses).
+pub type Formats<'a> = BeArray<'a, i16>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ fn walk_backend(m: &BackendMessage<'_>) {
         BackendMessage::ErrorResponse(f) | BackendMessage::NoticeResponse(f) => f.iter().for_each(drop),
         BackendMessage::ParameterDescription(o) => o.iter().for_each(drop),
         BackendMessage::CopyInResponse(c) | BackendMessage::CopyOutResponse(c) => {
-            c.column_formats().for_each(drop)
+            c.column_formats.iter().for_each(drop)
         }
         _ => {}
     }
