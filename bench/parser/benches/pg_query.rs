@@ -2,6 +2,7 @@
 //! `pg_query::fingerprint`, on every corpus class.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use parser_bench::cputime::CpuTime;
 use parser_bench::{alloc::Counting, allocations_per_query, load_class, write_allocations, CLASSES};
 
 #[global_allocator]
@@ -15,7 +16,7 @@ fn fingerprint(q: &str) {
     std::hint::black_box(pg_query::fingerprint(q, 0, 0).is_ok());
 }
 
-fn bench(c: &mut Criterion) {
+fn bench(c: &mut Criterion<CpuTime>) {
     let mut allocs = Vec::new();
     for class in CLASSES {
         let queries = load_class(class);
@@ -34,5 +35,9 @@ fn bench(c: &mut Criterion) {
     write_allocations("pg_query", &allocs);
 }
 
-criterion_group!(benches, bench);
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(CpuTime);
+    targets = bench
+}
 criterion_main!(benches);

@@ -1,14 +1,16 @@
 //! pgvia's analysis: cold (parse and summarise every time, no cache) and a cache hit, on
-//! every corpus class.
+//! every corpus class; and, for reference, `pg_raw_parse::parse` alone, the floor under the
+//! cold analysis.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use parser_bench::cputime::CpuTime;
 use parser_bench::{alloc::Counting, allocations_per_query, load_class, write_allocations, CLASSES};
 use route::{Admission, Analyzer, AnalyzerOptions, Outcome};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-fn bench(c: &mut Criterion) {
+fn bench(c: &mut Criterion<CpuTime>) {
     let cold = Analyzer::new(AnalyzerOptions { cache_entries: 0, ..Default::default() }).expect("options");
     let cached = Analyzer::new(AnalyzerOptions { cache_admission: Admission::Always, ..Default::default() })
         .expect("options");
@@ -23,13 +25,20 @@ fn bench(c: &mut Criterion) {
         let analyze_cold = |q: &str| {
             std::hint::black_box(cold.analyze_uncached(q, &[]).writes());
         };
+        let raw_parse = |q: &str| {
+            std::hint::black_box(pg_raw_parse::parse(q).is_ok());
+        };
         let analyze_hit = |q: &str| {
             std::hint::black_box(cached.analyze(q, &[]).writes());
         };
+        allocs.push((format!("{class}/raw_parse"), allocations_per_query(&queries, raw_parse)));
         allocs.push((format!("{class}/route_cold"), allocations_per_query(&queries, analyze_cold)));
         allocs.push((format!("{class}/route_cache_hit"), allocations_per_query(&queries, analyze_hit)));
         let mut group = c.benchmark_group(*class);
         group.throughput(Throughput::Elements(queries.len() as u64));
+        group.bench_function(BenchmarkId::from_parameter("raw_parse"), |b| {
+            b.iter(|| queries.iter().for_each(|q| raw_parse(q)))
+        });
         group.bench_function(BenchmarkId::from_parameter("route_cold"), |b| {
             b.iter(|| queries.iter().for_each(|q| analyze_cold(q)))
         });
@@ -41,5 +50,9 @@ fn bench(c: &mut Criterion) {
     write_allocations("route", &allocs);
 }
 
-criterion_group!(benches, bench);
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(CpuTime);
+    targets = bench
+}
 criterion_main!(benches);

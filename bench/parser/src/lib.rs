@@ -1,9 +1,11 @@
-//! Shared by the parser benchmarks: the corpus, a counting allocator, and where results go.
+//! Shared by the parser benchmarks: the corpus, a counting allocator, a CPU-time
+//! measurement for criterion, and where results go.
 //!
 //! Neither `pg_query` nor `route` is used here, so each bench binary links only the engine
 //! it measures.
 
 pub mod alloc;
+pub mod cputime;
 
 use std::path::{Path, PathBuf};
 

@@ -7,16 +7,22 @@
 //! dollar-quoted bodies (a `/* pgvia: ... */` inside a string is data, not a hint). Queries
 //! without the word `pgvia` cost one `memmem` pass.
 
+use std::sync::LazyLock;
+
 use crate::model::Role;
 use crate::scratch::Scratch;
 use crate::store::HintData;
 
 const MARKER: &str = "pgvia";
 
+/// Built once: constructing a searcher per query costs more than the search itself.
+static FINDER: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(MARKER.as_bytes()));
+
 /// Finds the hints in `text`, copying any string values into the scratch.
 pub(crate) fn scan(text: &str, s: &mut Scratch) -> HintData {
     let mut hints = HintData::default();
-    if memchr::memmem::find(text.as_bytes(), MARKER.as_bytes()).is_none() {
+    if FINDER.find(text.as_bytes()).is_none() {
         return hints;
     }
     for_each_comment(text, |body| {

@@ -13,6 +13,7 @@ use parser_bench::{load_class, out_dir, CLASSES};
 const ENGINES: &[(&str, &str)] = &[
     ("pg_query_parse", "pg_query::parse"),
     ("pg_query_fingerprint", "pg_query::fingerprint"),
+    ("raw_parse", "pg_raw_parse::parse alone"),
     ("route_cold", "route, cold"),
     ("route_cache_hit", "route, cache hit"),
 ];
@@ -43,7 +44,9 @@ fn main() -> ExitCode {
         println!("{h}\n{rule}");
     };
 
-    println!("Time per query (median of criterion's samples) and queries per second, one thread:\n");
+    println!(
+        "CPU time per query (thread CPU time, median of criterion's samples) and queries per CPU-second:\n"
+    );
     header("class (queries)");
     for (ci, class) in CLASSES.iter().enumerate() {
         let mut row = format!("| {class} ({}) |", load_class(class).len());
