@@ -48,6 +48,52 @@ fn bench(c: &mut Criterion<CpuTime>) {
         group.finish();
     }
     write_allocations("route", &allocs);
+    admission(c);
+}
+
+/// The cache under a stream of one-off queries (inline literals, each text seen once)
+/// mixed with a hot set: CPU per one-off query for each admission policy, and, outside
+/// criterion, how much of the hot set stays cached and how many one-offs get inserted.
+fn admission(c: &mut Criterion<CpuTime>) {
+    let one_offs: Vec<String> =
+        (0..200_000).map(|i| format!("SELECT abalance FROM pgbench_accounts WHERE aid = {i}")).collect();
+    let hot: Vec<String> = (0..1_000).map(|i| format!("SELECT * FROM hot_{i} WHERE id = $1")).collect();
+    let mut group = c.benchmark_group("admission");
+    group.throughput(Throughput::Elements(1));
+    let mut report = Vec::new();
+    for (name, policy) in [("always", Admission::Always), ("second_sight", Admission::SecondSight)] {
+        let options = AnalyzerOptions { cache_admission: policy, ..Default::default() };
+        let a = Analyzer::new(options.clone()).expect("options");
+        let mut next = 0;
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter(|| {
+                next = (next + 1) % one_offs.len();
+                std::hint::black_box(a.analyze(&one_offs[next], &[]).writes())
+            })
+        });
+
+        // Four one-offs for every hot query, 1,000 hot queries, a cache of 10,000 entries.
+        let a = Analyzer::new(options).expect("options");
+        let (mut hot_hits, mut hot_total) = (0u64, 0u64);
+        for i in 0..100_000 {
+            if i % 5 == 0 {
+                let before = a.stats().cache_hits;
+                a.analyze(&hot[(i / 5) % hot.len()], &[]);
+                if i >= 50_000 {
+                    hot_total += 1;
+                    hot_hits += a.stats().cache_hits - before;
+                }
+            } else {
+                a.analyze(&one_offs[i], &[]);
+            }
+        }
+        let s = a.stats();
+        report.push((format!("admission/{name}/hot_hit_rate"), hot_hits as f64 / hot_total as f64));
+        report.push((format!("admission/{name}/inserts"), s.cache_inserts as f64));
+        report.push((format!("admission/{name}/one_offs"), 80_000.0));
+    }
+    group.finish();
+    write_allocations("admission", &report);
 }
 
 criterion_group! {

@@ -97,7 +97,26 @@ fn main() -> ExitCode {
         }
         println!("{row}");
     }
+    admission(&criterion, &allocs);
     ExitCode::SUCCESS
+}
+
+/// The admission-policy measurement: CPU per one-off query and hot-set retention.
+fn admission(criterion: &Path, results: &serde_json::Map<String, serde_json::Value>) {
+    println!("\nThe cache under a stream of one-off queries (each text seen once), per admission policy:\n");
+    println!("| policy | CPU per one-off query | hot-set hit rate | one-offs inserted |");
+    println!("|---|---:|---:|---:|");
+    for policy in ["always", "second_sight"] {
+        let get =
+            |k: &str| results.get(&format!("admission/{policy}/{k}")).and_then(serde_json::Value::as_f64);
+        let cpu = median_ns(criterion, "admission", policy).map_or("–".to_owned(), time);
+        let hit = get("hot_hit_rate").map_or("–".to_owned(), |r| format!("{:.1}%", r * 100.0));
+        let inserted = match (get("inserts"), get("one_offs")) {
+            (Some(i), Some(n)) => format!("{:.0} of {n:.0}", (i - 1_000.0).max(0.0)),
+            _ => "–".to_owned(),
+        };
+        println!("| `{policy}` | {cpu} | {hit} | {inserted} |");
+    }
 }
 
 fn median_ns(criterion: &Path, class: &str, engine: &str) -> Option<f64> {
@@ -108,7 +127,7 @@ fn median_ns(criterion: &Path, class: &str, engine: &str) -> Option<f64> {
 
 fn read_allocs(out: &Path) -> serde_json::Map<String, serde_json::Value> {
     let mut all = serde_json::Map::new();
-    for binary in ["pg_query", "route"] {
+    for binary in ["pg_query", "route", "admission"] {
         let path = out.join(format!("allocs-{binary}.json"));
         if let Some(serde_json::Value::Object(m)) =
             std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok())
