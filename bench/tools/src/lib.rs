@@ -29,6 +29,8 @@ pub enum ToolError {
     Timeout(String),
     #[error("bad argument: {0}")]
     Args(String),
+    #[error("task failed: {0}")]
+    Task(String),
 }
 
 /// Attaches a description of what was being done to an I/O error.

@@ -67,6 +67,8 @@ fn parse_route(spec: &str) -> Result<Route, ToolError> {
 /// Chunks in flight per direction before the reader waits for the writer.
 const QUEUE_CHUNKS: usize = 1024;
 const READ_SIZE: usize = 64 * 1024;
+/// How early the coarse tokio timer fires before a chunk is due.
+const TIMER_SLACK: Duration = Duration::from_millis(2);
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
@@ -108,7 +110,7 @@ async fn run(args: Args) -> Result<(), ToolError> {
         () = lifetime => Ok(()),
         Some(done) = accept_loops.join_next() => match done {
             Ok(result) => result,
-            Err(e) => Err(ToolError::Args(format!("accept loop ended: {e}"))),
+            Err(e) => Err(ToolError::Task(format!("accept loop: {e}"))),
         },
     }
 }
@@ -185,7 +187,7 @@ async fn pump(
     };
     let writer = async move {
         while let Some((received, chunk)) = rx.recv().await {
-            tokio::time::sleep_until(received + delay).await;
+            wait_until(received + delay).await?;
             to.write_all(&chunk).await.ctx(|| "write".into())?;
         }
         // The reader saw end of file: pass it on.
@@ -193,6 +195,22 @@ async fn pump(
     };
     let (read_result, write_result) = tokio::join!(reader, writer);
     read_result.and(write_result)
+}
+
+/// tokio's timer wakes up to a millisecond late, which would add a few milliseconds to every
+/// round trip through two relays. So: the timer up to shortly before the deadline, then the
+/// precise remainder as a thread sleep on the blocking pool.
+async fn wait_until(deadline: Instant) -> Result<(), ToolError> {
+    if let Some(coarse) = deadline.checked_sub(TIMER_SLACK) {
+        tokio::time::sleep_until(coarse).await;
+    }
+    let rest = deadline.saturating_duration_since(Instant::now());
+    if !rest.is_zero() {
+        tokio::task::spawn_blocking(move || std::thread::sleep(rest))
+            .await
+            .map_err(|e| ToolError::Task(format!("precise sleep: {e}")))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
