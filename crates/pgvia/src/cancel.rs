@@ -12,16 +12,60 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use bytes::{Bytes, BytesMut};
 use rand::RngCore;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use subtle::ConstantTimeEq;
-use tokio::io::AsyncWriteExt;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 
 /// Where to send a cancel for a client's running query.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct CancelTarget {
     pub server: SocketAddr,
     pub process_id: u32,
     pub secret: Bytes,
+    /// The server connection's count of cancels under way.
+    pub in_flight: Arc<CancelsInFlight>,
+}
+
+/// Cancels sent to one server connection and not yet acted on by PostgreSQL. A server with a
+/// cancel under way must not start another client's work: the signal could land on it.
+#[derive(Debug, Default)]
+pub struct CancelsInFlight {
+    count: AtomicUsize,
+    done: Notify,
+}
+
+impl CancelsInFlight {
+    fn begin(self: &Arc<Self>) -> InFlightGuard {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        InFlightGuard(self.clone())
+    }
+
+    /// Waits until no cancel is under way; false if `timeout` passed first.
+    pub async fn settled(&self, timeout: Duration) -> bool {
+        let wait = async {
+            loop {
+                let notified = self.done.notified();
+                if self.count.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.is_ok()
+    }
+}
+
+struct InFlightGuard(Arc<CancelsInFlight>);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.done.notify_waiters();
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -86,14 +130,19 @@ impl CancelRegistry {
     }
 }
 
-/// Sends a CancelRequest to a server on a new connection, as PostgreSQL expects.
+/// Sends a CancelRequest to a server on a new connection, as PostgreSQL expects, and waits for
+/// the server to close that connection: by then the postmaster has signalled the backend, so
+/// the server connection may be handed on safely.
 pub async fn forward(target: &CancelTarget, timeout: Duration) -> std::io::Result<()> {
+    let _in_flight = target.in_flight.begin();
     let send = async {
         let mut stream = TcpStream::connect(target.server).await?;
         let mut out = BytesMut::with_capacity(16);
         wire::build::cancel_request(&mut out, target.process_id, &target.secret);
         stream.write_all(&out).await?;
-        stream.shutdown().await
+        let mut sink = [0u8; 64];
+        while stream.read(&mut sink).await? > 0 {}
+        Ok(())
     };
     tokio::time::timeout(timeout, send).await.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
@@ -110,16 +159,31 @@ mod tests {
             server: "127.0.0.1:5432".parse().unwrap(),
             process_id: 42,
             secret: Bytes::from_static(b"abcd"),
+            in_flight: Arc::default(),
         };
-        assert_eq!(reg.lookup(key.process_id, &key.secret), None, "no server yet");
+        assert!(reg.lookup(key.process_id, &key.secret).is_none(), "no server yet");
         key.slot.set(Some(target.clone()));
-        assert_eq!(reg.lookup(key.process_id, &key.secret), Some(target));
+        assert_eq!(reg.lookup(key.process_id, &key.secret).map(|t| t.process_id), Some(42));
         let mut wrong = key.secret;
         wrong[0] ^= 1;
-        assert_eq!(reg.lookup(key.process_id, &wrong), None);
+        assert!(reg.lookup(key.process_id, &wrong).is_none());
         let pid = key.process_id;
         let secret = key.secret;
         drop(key);
-        assert_eq!(reg.lookup(pid, &secret), None, "stale key");
+        assert!(reg.lookup(pid, &secret).is_none(), "stale key");
+    }
+
+    #[tokio::test]
+    async fn in_flight_cancels_settle() {
+        let f = Arc::new(CancelsInFlight::default());
+        assert!(f.settled(Duration::from_millis(10)).await);
+        let g = f.begin();
+        assert!(!f.settled(Duration::from_millis(20)).await);
+        let waiter = tokio::spawn({
+            let f = f.clone();
+            async move { f.settled(Duration::from_secs(5)).await }
+        });
+        drop(g);
+        assert!(waiter.await.unwrap());
     }
 }

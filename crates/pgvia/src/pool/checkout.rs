@@ -56,10 +56,20 @@ impl Checkout {
 impl Checkout {
     /// Returns a server no client has touched straight to the idle list; anything else goes
     /// through [`Checkout::release`] or is closed.
-    pub fn give_back_unused(mut self) {
+    pub fn give_back_unused(self) {
+        self.give_back(|c| !c.dirty)
+    }
+
+    /// Transaction pooling: returns a server between transactions without a reset; the
+    /// next client's settings are brought over when it is assigned.
+    pub fn give_back_idle(self) {
+        self.give_back(|_| true)
+    }
+
+    fn give_back(mut self, clean_enough: impl FnOnce(&ServerConn) -> bool) {
         let Some(conn) = self.conn.take() else { return };
         self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
-        if conn.dirty || !conn.tracker.is_quiescent() || conn.broken {
+        if conn.broken || !conn.tracker.is_quiescent() || !clean_enough(&conn) {
             self.pool.close_conn(conn, "given back in use");
         } else {
             self.pool.put_idle(conn);

@@ -7,7 +7,7 @@
 mod checkout;
 mod maintain;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -61,8 +61,15 @@ pub struct Pool {
     /// What a freshly connected server reports (ParameterStatus), kept so a client can be
     /// welcomed before it is given a server.
     startup_params: Mutex<Option<Arc<ServerParams>>>,
+    /// Startup settings (name, value) a server of this pool has accepted, so a client that
+    /// asks for them again is let in without asking a server.
+    accepted_settings: Mutex<HashSet<(String, String)>>,
     pub stats: PoolStats,
 }
+
+/// Enough distinct startup settings for any real application; past it, new ones are checked
+/// every time rather than remembered, so a client cannot grow the set without bound.
+const MAX_ACCEPTED_SETTINGS: usize = 1024;
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,6 +88,7 @@ impl Pool {
             max_frame,
             idle: Mutex::new(Vec::new()),
             startup_params: Mutex::new(None),
+            accepted_settings: Mutex::new(HashSet::new()),
             stats: PoolStats::default(),
         });
         maintain::spawn(Arc::downgrade(&pool));
@@ -128,6 +136,22 @@ impl Pool {
         let checkout = self.checkout().await?;
         checkout.give_back_unused();
         self.cached_startup_params().ok_or_else(|| PoolError::Closed { pool: self.name.clone() })
+    }
+
+    /// The settings among `settings` that no server of this pool has accepted yet.
+    pub fn unchecked_settings<'s>(&self, settings: &'s [(String, String)]) -> Vec<&'s (String, String)> {
+        let accepted = self.accepted_settings.lock().unwrap_or_else(PoisonError::into_inner);
+        settings.iter().filter(|s| !accepted.contains(*s)).collect()
+    }
+
+    pub fn remember_accepted(&self, settings: &[&(String, String)]) {
+        let mut accepted = self.accepted_settings.lock().unwrap_or_else(PoisonError::into_inner);
+        for s in settings {
+            if accepted.len() >= MAX_ACCEPTED_SETTINGS {
+                return;
+            }
+            accepted.insert((*s).clone());
+        }
     }
 
     fn cached_startup_params(&self) -> Option<Arc<ServerParams>> {

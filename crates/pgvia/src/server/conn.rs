@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -12,6 +13,7 @@ use wire::{build, FrameDecoder};
 use super::error::ServerError;
 use super::tracker::ReplyTracker;
 use crate::auth::{ServerAuthStep, ServerAuthenticator};
+use crate::cancel::{CancelTarget, CancelsInFlight};
 
 /// Where and as whom to connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +41,9 @@ pub struct BackendKey {
 /// The server's reported run-time parameters (ParameterStatus), by name.
 pub type ServerParams = BTreeMap<String, String>;
 
+/// Rows of one of pgvia's own queries, as text.
+pub type Rows = Vec<Vec<Option<String>>>;
+
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 pub struct ServerConn {
@@ -60,6 +65,11 @@ pub struct ServerConn {
     pub broken: bool,
     /// Set once a client has sent anything: the reset query is needed before reuse.
     pub dirty: bool,
+    /// Cancels sent to this connection's backend that PostgreSQL has not acted on yet.
+    pub cancels: Arc<CancelsInFlight>,
+    /// Replies (each up to and including its ReadyForQuery) to statements pgvia injected
+    /// ahead of the client's, which the relay must not pass on.
+    pub swallow_replies: u32,
 }
 
 impl std::fmt::Debug for ServerConn {
@@ -102,12 +112,13 @@ impl ServerConn {
             last_used: Instant::now(),
             broken: false,
             dirty: false,
+            cancels: Arc::default(),
+            swallow_replies: 0,
         };
         let mut out = BytesMut::with_capacity(256);
-        build::startup_message(
-            &mut out,
-            [("user", addr.user.as_str()), ("database", addr.dbname.as_str()), ("application_name", "pgvia")],
-        );
+        // No application_name: a client that sets none must see the empty default, as it
+        // would connected directly.
+        build::startup_message(&mut out, [("user", addr.user.as_str()), ("database", addr.dbname.as_str())]);
         conn.stream.write_all(&out).await?;
         let mut auth = ServerAuthenticator::new(&addr.user, addr.password.as_deref());
         loop {
@@ -185,21 +196,47 @@ impl ServerConn {
     }
 
     pub(super) async fn run_internal_inner(&mut self, queries: &[&str]) -> Result<(), ServerError> {
+        self.send_queries(queries).await?;
+        self.drain(None).await
+    }
+
+    async fn send_queries(&mut self, queries: &[&str]) -> Result<(), ServerError> {
         let mut out = BytesMut::new();
         for q in queries {
             build::query(&mut out, q);
             self.tracker.client_sent(b'Q');
         }
-        if let Err(e) = self.stream.write_all(&out).await {
-            self.broken = true;
-            return Err(e.into());
+        self.write_all(&out).await
+    }
+
+    /// Runs one of pgvia's own queries and returns its rows as text (NULL as `None`).
+    pub async fn query_rows(&mut self, sql: &str, timeout: Duration) -> Result<Rows, ServerError> {
+        let fut = async {
+            self.send_queries(&[sql]).await?;
+            let mut rows = Rows::new();
+            self.drain_into(None, Some(&mut rows)).await?;
+            Ok(rows)
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.broken = true;
+                Err(ServerError::Timeout(timeout))
+            }
         }
-        self.drain(None).await
     }
 
     /// Reads and discards replies until nothing is owed; `first_error` collects the first
     /// ErrorResponse seen.
-    pub(super) async fn drain(&mut self, mut first_error: Option<ServerError>) -> Result<(), ServerError> {
+    pub(super) async fn drain(&mut self, first_error: Option<ServerError>) -> Result<(), ServerError> {
+        self.drain_into(first_error, None).await
+    }
+
+    async fn drain_into(
+        &mut self,
+        mut first_error: Option<ServerError>,
+        mut rows: Option<&mut Rows>,
+    ) -> Result<(), ServerError> {
         while self.tracker.has_pending() {
             let frame = match self.read_frame().await {
                 Ok(f) => f,
@@ -223,10 +260,29 @@ impl ServerConn {
             if frame.tag() == tag::ERROR_RESPONSE && first_error.is_none() {
                 first_error = Some(ServerError::from_error_body(frame.body(), false));
             }
+            if let (Some(rows), tag::DATA_ROW) = (rows.as_deref_mut(), frame.tag()) {
+                if let BackendMessage::DataRow(row) = BackendMessage::parse(&frame)? {
+                    let values = row
+                        .values()
+                        .map(|v| v.map(|v| v.map(|b| String::from_utf8_lossy(b).into_owned())))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    rows.push(values);
+                }
+            }
         }
         match first_error {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+
+    /// Where a client's cancel for this connection goes.
+    pub fn cancel_target(&self) -> CancelTarget {
+        CancelTarget {
+            server: self.peer,
+            process_id: self.key.process_id,
+            secret: self.key.secret.clone(),
+            in_flight: self.cancels.clone(),
         }
     }
 

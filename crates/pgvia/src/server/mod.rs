@@ -6,6 +6,7 @@ mod error;
 mod reset;
 pub mod tracker;
 
-pub use conn::{BackendKey, ServerAddress, ServerConn, ServerParams};
+pub use conn::{BackendKey, Rows, ServerAddress, ServerConn, ServerParams};
 pub use error::ServerError;
+pub use reset::CANCEL_SETTLE;
 pub use tracker::{CopyState, ReplyTracker, ServerEvent};

@@ -10,6 +10,9 @@ use super::error::ServerError;
 use super::tracker::CopyState;
 use super::ServerConn;
 
+/// How long a reset waits for cancels under way to be acted on before giving up on the server.
+pub const CANCEL_SETTLE: Duration = Duration::from_secs(2);
+
 impl ServerConn {
     /// After a client is done (or gone): finish whatever it left in flight, roll back an open
     /// transaction, and run `reset_query` if the client ran anything. Returns an error, with
@@ -28,6 +31,11 @@ impl ServerConn {
     }
 
     async fn reset_inner(&mut self, reset_query: &str) -> Result<(), ServerError> {
+        // A cancel the client sent may still be on its way; the reset's own statements must
+        // not be what it interrupts.
+        if !self.cancels.settled(CANCEL_SETTLE).await {
+            return Err(ServerError::Desync("a cancel request to this server did not complete"));
+        }
         let mut out = BytesMut::new();
         if self.tracker.copy_state() == CopyState::In {
             // The client vanished mid COPY FROM STDIN: abort it. A Sync follows because an

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use bytes::Buf;
 use bytes::BytesMut;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use wire::frontend::FrontendMessage;
 use wire::FrameDecoder;
@@ -13,10 +14,12 @@ use super::error::SessionError;
 use super::relay::{self, Buffers, RelayEnd};
 use super::settings;
 use crate::app::{App, Phase};
-use crate::cancel::{CancelKey, CancelTarget};
+use crate::cancel::CancelKey;
+use crate::config::PoolMode;
 use crate::net::ClientStream;
 use crate::pool::{Checkout, Pool};
 use crate::server::ServerParams;
+use crate::server::CANCEL_SETTLE;
 
 pub struct Session<'a> {
     pub app: &'a App,
@@ -54,6 +57,8 @@ impl Session<'_> {
                 }
             }
             RelayEnd::Shutdown => SessionError::Shutdown.write_fatal(out),
+            // `serve` handles this itself and never returns it.
+            RelayEnd::Quiescent => {}
         }
     }
 
@@ -69,6 +74,7 @@ impl Session<'_> {
     }
 
     async fn serve(&mut self) -> RelayEnd {
+        let release_when_quiescent = self.pool.settings.pool_mode != PoolMode::Session;
         loop {
             if self.server.is_none() {
                 if let Some(end) = self.wait_for_work().await {
@@ -79,14 +85,33 @@ impl Session<'_> {
                 }
             }
             let Some(checkout) = self.server.as_mut() else { continue };
-            return relay::relay(
+            let end = relay::relay(
                 self.client,
                 checkout.conn(),
                 &mut self.bufs,
                 &self.decoder,
                 &mut self.shutdown,
+                release_when_quiescent,
             )
             .await;
+            match end {
+                RelayEnd::Quiescent => self.give_back_quiescent().await,
+                other => return other,
+            }
+        }
+    }
+
+    /// Returns a server that finished the client's transaction to the pool. From here on a
+    /// cancel from this client finds no target, and a cancel already sent must have been
+    /// acted on before the server may serve anyone else.
+    async fn give_back_quiescent(&mut self) {
+        self.cancel.slot.set(None);
+        let Some(checkout) = self.server.take() else { return };
+        if checkout.conn_ref().cancels.settled(CANCEL_SETTLE).await {
+            checkout.give_back_idle();
+        } else {
+            tracing::warn!(pool = %self.pool.name, "a cancel request did not complete; closing its server");
+            drop(checkout);
         }
     }
 
@@ -114,6 +139,8 @@ impl Session<'_> {
                 return Some(RelayEnd::Shutdown);
             }
             relay::ensure_room(&mut self.bufs.from_client);
+            // Replies of the last transaction may still be on their way to the client.
+            let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
             tokio::select! {
                 biased;
                 changed = self.shutdown.changed() => {
@@ -121,9 +148,18 @@ impl Session<'_> {
                         return Some(RelayEnd::Shutdown);
                     }
                 }
-                r = self.client.read_buf(&mut self.bufs.from_client) => match r {
+                r = reader.read_buf(&mut self.bufs.from_client) => match r {
                     Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
                     Ok(_) => {}
+                },
+                r = writer.write(&self.bufs.to_client), if !self.bufs.to_client.is_empty() => match r {
+                    Ok(n) => {
+                        self.bufs.to_client.advance(n);
+                        if self.bufs.to_client.is_empty() && writer.flush().await.is_err() {
+                            return Some(RelayEnd::ClientDone);
+                        }
+                    }
+                    Err(_) => return Some(RelayEnd::ClientDone),
                 },
             }
         }
@@ -136,11 +172,7 @@ impl Session<'_> {
         let timeout = self.app.config().general.server_reset_timeout;
         let applied = settings::apply(checkout.conn(), self.settings, timeout).await;
         let conn = checkout.conn();
-        self.cancel.slot.set(Some(CancelTarget {
-            server: conn.peer,
-            process_id: conn.key.process_id,
-            secret: conn.key.secret.clone(),
-        }));
+        self.cancel.slot.set(Some(conn.cancel_target()));
         for (name, value) in &conn.params {
             if self.told.get(name) != Some(value) {
                 wire::build::parameter_status(&mut self.bufs.to_client, name, value);

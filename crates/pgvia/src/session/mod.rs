@@ -101,6 +101,7 @@ async fn logged_in(
 
     let pool = app.pool_for(database, user);
     let fresh = pool.startup_params().await?;
+    settings::check_at_login(&pool, &identity.settings, config.general.server_reset_timeout).await?;
     let told = welcome_params(&fresh, &identity.settings);
     let cancel = app.cancels.register();
     for (name, value) in &told {

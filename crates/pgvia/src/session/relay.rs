@@ -50,6 +50,9 @@ pub enum RelayEnd {
     ServerLost { error: ServerError, told_client: bool },
     /// Shutting down, and the client is between transactions (or time ran out).
     Shutdown,
+    /// Transaction pooling: the server owes nothing and no transaction is open, so it can
+    /// serve someone else. Replies may still wait in the client's write buffer.
+    Quiescent,
 }
 
 /// Moves the first `n` bytes of `src` to the end of `dst`, without copying when `dst` is
@@ -110,7 +113,12 @@ fn scan_client(buf: &[u8], decoder: &FrameDecoder, server: &mut ServerConn) -> C
 /// What a batch of server bytes held.
 struct ServerScan {
     forward: usize,
+    /// Length of a frame after `forward` that belongs to an injected statement's reply and
+    /// must be dropped, or 0.
+    swallow: usize,
     fatal: bool,
+    /// A ReadyForQuery was among the frames.
+    ready: bool,
     error: Option<ServerError>,
 }
 
@@ -118,17 +126,18 @@ fn scan_server(buf: &[u8], server: &mut ServerConn) -> ServerScan {
     let decoder = server.decoder;
     let mut pos = 0;
     let mut fatal = false;
+    let mut ready = false;
     loop {
         let len = match decoder.peek_len(&buf[pos..]) {
             Ok(Some(len)) => len,
-            Ok(None) => return ServerScan { forward: pos, fatal, error: None },
-            Err(e) => return ServerScan { forward: pos, fatal, error: Some(e.into()) },
+            Ok(None) => return ServerScan { forward: pos, swallow: 0, fatal, ready, error: None },
+            Err(e) => return ServerScan { forward: pos, swallow: 0, fatal, ready, error: Some(e.into()) },
         };
         let tag = buf[pos];
         let body = &buf[pos + 5..pos + len];
         if tag == wire::backend::tag::PARAMETER_STATUS {
             if let Err(e) = server.observe_body(tag, body) {
-                return ServerScan { forward: pos, fatal, error: Some(e) };
+                return ServerScan { forward: pos, swallow: 0, fatal, ready, error: Some(e) };
             }
         }
         match server.tracker.server_sent(tag, body) {
@@ -136,11 +145,20 @@ fn scan_server(buf: &[u8], server: &mut ServerConn) -> ServerScan {
             ServerEvent::Desync => {
                 return ServerScan {
                     forward: pos,
+                    swallow: 0,
                     fatal,
+                    ready,
                     error: Some(ServerError::Desync("ReadyForQuery without a pending request")),
                 }
             }
-            ServerEvent::Ready { .. } | ServerEvent::Other => {}
+            ServerEvent::Ready { .. } => ready = true,
+            ServerEvent::Other => {}
+        }
+        if server.swallow_replies > 0 {
+            if tag == wire::backend::tag::READY_FOR_QUERY {
+                server.swallow_replies -= 1;
+            }
+            return ServerScan { forward: pos, swallow: len, fatal, ready, error: None };
         }
         pos += len;
     }
@@ -182,6 +200,7 @@ pub async fn relay(
     bufs: &mut Buffers,
     decoder: &FrameDecoder,
     shutdown: &mut watch::Receiver<Phase>,
+    release_when_quiescent: bool,
 ) -> RelayEnd {
     let mut draining = *shutdown.borrow() != Phase::Running;
     let mut server_fatal = false;
@@ -221,14 +240,23 @@ pub async fn relay(
                     Ok(_) => {}
                 }
                 let mut read_buf = std::mem::take(&mut server.read_buf);
-                let scan = scan_server(&read_buf, server);
-                move_prefix(&mut read_buf, &mut bufs.to_client, scan.forward);
+                let scan = loop {
+                    let scan = scan_server(&read_buf, server);
+                    move_prefix(&mut read_buf, &mut bufs.to_client, scan.forward);
+                    server_fatal |= scan.fatal;
+                    if scan.swallow == 0 {
+                        break scan;
+                    }
+                    read_buf.advance(scan.swallow);
+                };
                 server.read_buf = read_buf;
-                server_fatal |= scan.fatal;
                 if let Some(error) = scan.error {
                     server.broken = true;
                     let _ = cw.write_all(&bufs.to_client).await;
                     return RelayEnd::ServerLost { error, told_client: false };
+                }
+                if release_when_quiescent && scan.ready && server.tracker.is_quiescent() && bufs.to_server.is_empty() {
+                    return RelayEnd::Quiescent;
                 }
             }
             r = cr.read_buf(&mut bufs.from_client), if bufs.to_server.len() < HIGH_WATER => {

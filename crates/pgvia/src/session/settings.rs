@@ -1,9 +1,11 @@
 //! Bringing a server to the run-time settings a client asked for at startup.
 
 use std::fmt::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::SessionError;
+use crate::pool::Pool;
 use crate::server::{ServerConn, ServerError};
 
 /// Applies `wanted` on the server in one round trip, skipping settings the server already
@@ -30,21 +32,52 @@ pub async fn apply(
 }
 
 fn statement(server: &ServerConn, wanted: &[(String, String)]) -> Option<String> {
-    let mut sql = String::new();
-    for (name, value) in wanted {
+    let needed = wanted.iter().filter(|(name, value)| {
         // GUC names are case-insensitive: a client may send "datestyle" for "DateStyle".
         let same = |(k, v): (&String, &String)| k.eq_ignore_ascii_case(name) && v == value;
-        if server.params.iter().any(same) || server.applied.iter().any(same) {
-            continue;
-        }
+        !(server.params.iter().any(same) || server.applied.iter().any(same))
+    });
+    set_config_select(needed, false)
+}
+
+/// `SELECT pg_catalog.set_config(name, value, is_local), ...` for each setting, or `None`.
+fn set_config_select<'s>(
+    settings: impl Iterator<Item = &'s (String, String)>,
+    is_local: bool,
+) -> Option<String> {
+    let mut sql = String::new();
+    for (name, value) in settings {
         sql.push_str(if sql.is_empty() { "SELECT " } else { ", " });
         sql.push_str("pg_catalog.set_config(");
         quote_literal(&mut sql, name);
         sql.push_str(", ");
         quote_literal(&mut sql, value);
-        sql.push_str(", false)");
+        sql.push_str(if is_local { ", true)" } else { ", false)" });
     }
     (!sql.is_empty()).then_some(sql)
+}
+
+/// Refuses, at login as PostgreSQL does, startup settings a server would reject (an unknown
+/// parameter, an invalid value). Each is tried once per pool on a pooled server, inside a
+/// transaction that is rolled back, and remembered when accepted.
+pub async fn check_at_login(
+    pool: &Arc<Pool>,
+    wanted: &[(String, String)],
+    timeout: Duration,
+) -> Result<(), SessionError> {
+    let unchecked = pool.unchecked_settings(wanted);
+    let Some(select) = set_config_select(unchecked.iter().copied(), true) else { return Ok(()) };
+    let mut checkout = pool.checkout().await?;
+    let result = checkout.conn().run_internal(&["BEGIN", &select, "ROLLBACK"], timeout).await;
+    checkout.give_back_unused();
+    match result {
+        Ok(()) => {
+            pool.remember_accepted(&unchecked);
+            Ok(())
+        }
+        Err(ServerError::Query { code, message }) => Err(SessionError::ServerRefused { code, message }),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Quotes like PostgreSQL's `quote_literal`: doubled quotes, and an `E''` string with doubled

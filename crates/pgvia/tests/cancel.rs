@@ -1,0 +1,146 @@
+//! Query cancellation through pgvia: tokio-postgres's cancel token and psql's Ctrl-C both
+//! stop a `pg_sleep(30)` with 57014 within a second; a CancelRequest with a wrong key
+//! cancels nothing.
+
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::raw::{cancel_request, describe, query, Msg, RawConn};
+use common::{sqlstate, start_pg, text, tool, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
+use harness::Cluster;
+use tokio_postgres::NoTls;
+
+/// Waits (up to 10 s) until PostgreSQL shows `sql` running.
+async fn wait_running(pg: &Cluster, sql: &str) {
+    let check = format!("select count(*) from pg_stat_activity where state = 'active' and query = '{sql}'");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pg.psql("postgres", &check).expect("query pg_stat_activity") != "1" {
+        assert!(Instant::now() < deadline, "`{sql}` did not start running");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_cancel_token_through_pgvia() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&ConfigBuilder::new(&pg)).await;
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    let token = client.cancel_token();
+
+    let running = tokio::spawn(async move {
+        let result = client.query("select pg_sleep(30)", &[]).await;
+        (result, Instant::now(), client)
+    });
+    wait_running(&pg, "select pg_sleep(30)").await;
+    let sent = Instant::now();
+    // The token carries pgvia's address and the key pgvia issued, not the server's.
+    token.cancel_query(NoTls).await.expect("send cancel request to pgvia");
+    let (result, ended, client) = running.await.unwrap();
+    let err = result.expect_err("the query was cancelled");
+    assert_eq!(sqlstate(&err).as_deref(), Some("57014"), "{err}");
+    let took = ended - sent;
+    assert!(took < Duration::from_secs(1), "cancel took {took:?}");
+
+    // The session carries on.
+    let n: i32 = client.query_one("select 41 + 1", &[]).await.unwrap().get(0);
+    assert_eq!(n, 42);
+    drop(client);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_ctrl_c_cancels_through_pgvia() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&ConfigBuilder::new(&pg)).await;
+    let mut cmd = tool(&pg, "psql");
+    cmd.args(["-X", "-v", "VERBOSITY=verbose", "-d", &proxy.conninfo(USER, PASSWORD, DB)])
+        .args(["-c", "select pg_sleep(30)"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("spawn psql");
+    let pid = child.id().expect("psql pid");
+    wait_running(&pg, "select pg_sleep(30)").await;
+
+    // SIGINT makes psql send a CancelRequest to where it is connected: pgvia.
+    let sent = Instant::now();
+    let kill = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+    assert!(kill.success());
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("psql exits after the cancel")
+        .unwrap();
+    let took = sent.elapsed();
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("ERROR:  57014: canceling statement due to user request"), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(took < Duration::from_secs(1), "cancel took {took:?}");
+
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+/// Sends a CancelRequest to pgvia on a connection of its own; pgvia hangs up after it.
+async fn send_cancel(proxy: &TestProxy, process_id: i32, secret: i32) {
+    let mut conn = RawConn::connect(proxy.addr).await.unwrap();
+    conn.send(&cancel_request(process_id, secret)).await;
+    let answer = conn.until_closed(Duration::from_secs(5)).await.expect("pgvia closes a cancel connection");
+    assert!(answer.is_empty(), "a CancelRequest gets no reply: {:?}", describe(&answer));
+}
+
+fn tags(msgs: &[Msg]) -> String {
+    msgs.iter().map(|m| char::from(m.tag)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_with_a_wrong_key_cancels_nothing() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&ConfigBuilder::new(&pg)).await;
+    let mut conn = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.unwrap();
+    let (pid, secret) = conn.key.expect("BackendKeyData from pgvia");
+    // Another client, so that "wrong" keys can also be someone else's valid one.
+    let other = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.unwrap();
+    let (other_pid, other_secret) = other.key.unwrap();
+    assert_ne!(other_pid, pid);
+
+    let started = Instant::now();
+    conn.send(&query("select pg_sleep(2)")).await;
+    wait_running(&pg, "select pg_sleep(2)").await;
+    send_cancel(&proxy, pid, secret ^ 1).await;
+    send_cancel(&proxy, pid, !secret).await;
+    send_cancel(&proxy, pid ^ 0x0100, secret).await;
+    send_cancel(&proxy, other_pid, secret).await;
+    send_cancel(&proxy, pid, other_secret).await;
+    // The other client's own, valid key: it has no query running, so nothing happens.
+    send_cancel(&proxy, other_pid, other_secret).await;
+    let replies = conn.until_ready().await;
+    assert_eq!(tags(&replies), "TDCZ", "query should complete normally: {:?}", describe(&replies));
+    assert!(started.elapsed() >= Duration::from_secs(2));
+
+    // The right key does cancel, so the requests above were understood and refused.
+    conn.send(&query("select pg_sleep(30)")).await;
+    wait_running(&pg, "select pg_sleep(30)").await;
+    let sent = Instant::now();
+    send_cancel(&proxy, pid, secret).await;
+    let replies = conn.until_ready().await;
+    let took = sent.elapsed();
+    let error = replies.iter().find(|m| m.tag == b'E').unwrap_or_else(|| panic!("{:?}", describe(&replies)));
+    assert_eq!(error.sqlstate().as_deref(), Some("57014"));
+    assert!(took < Duration::from_secs(1), "cancel took {took:?}");
+
+    // Once the client is gone, its key is dead: nothing to cancel, and pgvia is fine.
+    drop(conn);
+    drop(other);
+    proxy.assert_no_leaks().await;
+    send_cancel(&proxy, pid, secret).await;
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    assert_eq!(client.query_one("select 1", &[]).await.unwrap().get::<_, i32>(0), 1);
+    drop(client);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}

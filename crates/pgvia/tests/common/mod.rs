@@ -1,0 +1,313 @@
+//! Fixtures shared by the integration tests: a PostgreSQL cluster, an in-process pgvia in
+//! front of it, client helpers (tokio-postgres, psql), and the pool-leak check.
+//!
+//! Every test starts its own cluster and its own proxy (on an ephemeral port), so tests run
+//! in parallel without sharing state.
+
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+pub mod raw;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use harness::{Cluster, ClusterOptions, HbaAuth};
+use pgvia::app::App;
+use pgvia::config::Config;
+use pgvia::Proxy;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_postgres::{Client, NoTls};
+
+/// The role and database every cluster gets, reachable through pgvia under the same names.
+pub const USER: &str = "app";
+pub const PASSWORD: &str = "secret";
+pub const DB: &str = "app";
+
+/// libpq variables that would redirect or alter the client tools the tests run.
+const LIBPQ_ENV: &[&str] = &[
+    "PGHOST",
+    "PGHOSTADDR",
+    "PGPORT",
+    "PGUSER",
+    "PGDATABASE",
+    "PGPASSWORD",
+    "PGPASSFILE",
+    "PGSERVICE",
+    "PGSERVICEFILE",
+    "PGOPTIONS",
+    "PGSSLMODE",
+    "PGSSLROOTCERT",
+    "PGCHANNELBINDING",
+    "PGAPPNAME",
+    "PGTZ",
+    "PGCLIENTENCODING",
+];
+
+/// Set `RUST_LOG` to see pgvia's logs in a failing test's output.
+pub fn init_logging() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+/// A SCRAM cluster (version from `PGVIA_TEST_PG`) with role `app`/`secret` owning database `app`.
+pub fn start_pg() -> Cluster {
+    start_pg_with(ClusterOptions::default())
+}
+
+pub fn start_pg_with(opts: ClusterOptions) -> Cluster {
+    init_logging();
+    let pg = Cluster::start(opts.auth(HbaAuth::ScramSha256)).expect("start PostgreSQL");
+    pg.create_user(USER, PASSWORD).expect("create role");
+    pg.create_database(DB, USER).expect("create database");
+    pg
+}
+
+/// Builds a pgvia configuration pointing database `app` at a cluster. User `app` (SCRAM,
+/// password `secret`) is always present; more users and settings are added with the methods.
+#[derive(Clone)]
+pub struct ConfigBuilder {
+    general: Vec<String>,
+    pool: Vec<String>,
+    databases: Vec<String>,
+    users: Vec<String>,
+}
+
+impl ConfigBuilder {
+    pub fn new(pg: &Cluster) -> Self {
+        Self {
+            general: vec!["listen_addr = \"127.0.0.1\"".into(), "shutdown_timeout = \"2s\"".into()],
+            pool: vec!["pool_mode = \"session\"".into()],
+            databases: vec![format!(
+                "name = \"{DB}\"\nhost = \"{}\"\nport = {}\ndbname = \"{DB}\"",
+                pg.host(),
+                pg.port()
+            )],
+            users: vec![format!("name = \"{USER}\"\npassword = \"{PASSWORD}\"")],
+        }
+    }
+
+    /// Adds a `key = value` line to `[general]` (later lines override nothing: keys must be
+    /// unique, so only add keys not set by default: `listen_addr`, `shutdown_timeout`).
+    pub fn general(mut self, line: &str) -> Self {
+        let key = line.split('=').next().unwrap_or_default().trim();
+        self.general.retain(|l| l.split('=').next().unwrap_or_default().trim() != key);
+        self.general.push(line.to_owned());
+        self
+    }
+
+    pub fn pool(mut self, line: &str) -> Self {
+        self.pool.push(line.to_owned());
+        self
+    }
+
+    /// Adds a `[[databases]]` entry, given as its body lines.
+    pub fn database(mut self, body: &str) -> Self {
+        self.databases.push(body.to_owned());
+        self
+    }
+
+    /// Adds a `[[users]]` entry, given as its body lines.
+    pub fn user(mut self, body: &str) -> Self {
+        self.users.push(body.to_owned());
+        self
+    }
+
+    pub fn toml(&self) -> String {
+        let mut s = format!("[general]\n{}\n\n[pool]\n{}\n", self.general.join("\n"), self.pool.join("\n"));
+        for d in &self.databases {
+            s.push_str(&format!("\n[[databases]]\n{d}\n"));
+        }
+        for u in &self.users {
+            s.push_str(&format!("\n[[users]]\n{u}\n"));
+        }
+        s
+    }
+}
+
+/// pgvia running in this process on an ephemeral port.
+pub struct TestProxy {
+    pub addr: SocketAddr,
+    pub app: Arc<App>,
+    stop: Option<oneshot::Sender<()>>,
+    done: Option<JoinHandle<()>>,
+}
+
+impl TestProxy {
+    pub async fn start(builder: &ConfigBuilder) -> TestProxy {
+        Self::start_toml(&builder.toml()).await
+    }
+
+    pub async fn start_toml(toml: &str) -> TestProxy {
+        let mut config = match Config::parse(toml, Path::new("/tmp/pgvia-test.toml")) {
+            Ok(c) => c,
+            Err(e) => panic!("invalid test configuration:\n{e}\n---\n{toml}"),
+        };
+        // Validation rejects `listen_port = 0`, so the port is set after parsing: the kernel
+        // then picks a free one, which no other test can take from us.
+        config.general.listen_port = 0;
+        let proxy = Proxy::bind(config).await.expect("bind pgvia");
+        let addr = proxy.local_addr().expect("local_addr");
+        let app = proxy.app().clone();
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        let done = tokio::spawn(proxy.run(async move {
+            let _ = stop_rx.await;
+        }));
+        TestProxy { addr, app, stop: Some(stop), done: Some(done) }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// A libpq/tokio-postgres key=value connection string for this proxy.
+    pub fn conninfo(&self, user: &str, password: &str, db: &str) -> String {
+        format!("host=127.0.0.1 port={} user={user} password={password} dbname={db}", self.port())
+    }
+
+    /// Connects with tokio-postgres, without TLS, and drives the connection in a task.
+    pub async fn connect(&self, user: &str, password: &str, db: &str) -> Client {
+        connect(&self.conninfo(user, password, db)).await.expect("connect through pgvia")
+    }
+
+    /// Every pool's `servers_active` must fall to 0 within 2 s once clients are gone.
+    pub async fn assert_no_leaks(&self) {
+        assert_pools_drained(&self.app).await;
+    }
+
+    /// Stops accepting and waits for the graceful shutdown to finish.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(done) = self.done.take() {
+            tokio::time::timeout(Duration::from_secs(30), done)
+                .await
+                .expect("pgvia shut down within 30 s")
+                .expect("pgvia's run task");
+        }
+    }
+}
+
+impl Drop for TestProxy {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Waits up to 2 s for every pool of `app` to have no server checked out.
+pub async fn assert_pools_drained(app: &App) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let busy: Vec<(String, usize)> = app
+            .pools
+            .all()
+            .iter()
+            .map(|p| (p.name.clone(), p.stats.servers_active.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n != 0)
+            .collect();
+        if busy.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("server connections still checked out 2 s after the clients left: {busy:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// tokio-postgres without TLS; the connection is driven by a spawned task.
+pub async fn connect(conninfo: &str) -> Result<Client, tokio_postgres::Error> {
+    let (client, conn) = tokio_postgres::connect(conninfo, NoTls).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(client)
+}
+
+/// A libpq connection string straight to the cluster, bypassing pgvia.
+pub fn direct_conninfo(pg: &Cluster, user: &str, password: &str, db: &str) -> String {
+    format!("host={} port={} user={user} password={password} dbname={db}", pg.host(), pg.port())
+}
+
+/// A client tool (`psql`, `pgbench`) of the cluster's version, with a clean libpq environment.
+pub fn tool(pg: &Cluster, name: &str) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(pg.tool(name).expect("client tool"));
+    for var in LIBPQ_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env("PGCONNECT_TIMEOUT", "10").kill_on_drop(true);
+    cmd
+}
+
+/// Runs psql (`-X`, no psqlrc) against `conninfo` with extra arguments and optional stdin.
+pub async fn psql(pg: &Cluster, conninfo: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = tool(pg, "psql");
+    cmd.arg("-X").arg("-d").arg(conninfo).args(args);
+    run(cmd, stdin).await
+}
+
+/// Like [`psql`], with a psql whose libpq has TLS. The PostgreSQL 18 build used for tests has
+/// none, so Debian's PostgreSQL 15 psql stands in; TLS ends at pgvia either way.
+pub async fn psql_tls(pg: &Cluster, conninfo: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    let version = if harness::supports_ssl(pg.version()).expect("pg_config") {
+        pg.version()
+    } else {
+        harness::PgVersion::V15
+    };
+    let mut cmd = tokio::process::Command::new(harness::pg_bin(version, "psql").expect("psql"));
+    for var in LIBPQ_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env("PGCONNECT_TIMEOUT", "10").kill_on_drop(true);
+    cmd.arg("-X").arg("-d").arg(conninfo).args(args);
+    run(cmd, stdin).await
+}
+
+/// Runs a command to completion, feeding `stdin` if given, with a 120 s limit.
+pub async fn run(mut cmd: tokio::process::Command, stdin: Option<&str>) -> Output {
+    use tokio::io::AsyncWriteExt;
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn client tool");
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes()).await.expect("write stdin");
+    }
+    tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("client tool finished within 120 s")
+        .expect("wait for client tool")
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Panics with both streams unless the command succeeded.
+pub fn assert_success(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// The SQLSTATE of a tokio-postgres error, if the server (or pgvia) sent one.
+pub fn sqlstate(e: &tokio_postgres::Error) -> Option<String> {
+    e.as_db_error().map(|d| d.code().code().to_owned())
+}

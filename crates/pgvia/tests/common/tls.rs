@@ -1,0 +1,153 @@
+//! Test certificates (a CA and a server certificate for 127.0.0.1, made with rcgen at test
+//! time) and a tokio-postgres TLS connector built on tokio-rustls that trusts that CA only.
+
+use std::future::Future;
+use std::io;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
+use tempfile::TempDir;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
+use tokio_postgres::Socket;
+
+/// PEM files in a temp dir, removed on drop.
+pub struct TestCerts {
+    _dir: TempDir,
+    pub ca_file: PathBuf,
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    ca_der: CertificateDer<'static>,
+}
+
+impl TestCerts {
+    pub fn generate() -> TestCerts {
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, "pgvia test CA");
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_cert = ca.self_signed(&ca_key).expect("self-sign CA");
+
+        let key = KeyPair::generate().expect("server key");
+        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("server params");
+        leaf.distinguished_name.push(DnType::CommonName, "localhost");
+        let cert = leaf.signed_by(&key, &ca_cert, &ca_key).expect("sign server certificate");
+
+        let dir = tempfile::Builder::new().prefix("pgvia-tls-").tempdir().expect("tempdir");
+        let ca_file = dir.path().join("ca.crt");
+        let cert_file = dir.path().join("server.crt");
+        let key_file = dir.path().join("server.key");
+        std::fs::write(&ca_file, ca_cert.pem()).expect("write CA");
+        std::fs::write(&cert_file, cert.pem()).expect("write certificate");
+        std::fs::write(&key_file, key.serialize_pem()).expect("write key");
+        TestCerts { _dir: dir, ca_file, cert_file, key_file, ca_der: ca_cert.der().clone() }
+    }
+
+    /// `[general]` lines enabling TLS with these files.
+    pub fn general_lines(&self, mode: &str) -> [String; 3] {
+        [
+            format!("tls_mode = \"{mode}\""),
+            format!("tls_cert_file = \"{}\"", self.cert_file.display()),
+            format!("tls_key_file = \"{}\"", self.key_file.display()),
+        ]
+    }
+
+    /// A connector that verifies the server against this CA (and the host name).
+    pub fn connector(&self) -> RustlsConnect {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.ca_der.clone()).expect("add CA");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        RustlsConnect { config: Arc::new(config), handshakes: Arc::new(AtomicBool::new(false)) }
+    }
+}
+
+/// `MakeTlsConnect` for tokio-postgres over tokio-rustls.
+#[derive(Clone)]
+pub struct RustlsConnect {
+    config: Arc<ClientConfig>,
+    handshakes: Arc<AtomicBool>,
+}
+
+impl RustlsConnect {
+    /// Whether a TLS handshake through this connector has completed.
+    pub fn handshake_done(&self) -> bool {
+        self.handshakes.load(Ordering::SeqCst)
+    }
+}
+
+pub struct RustlsConnector {
+    config: Arc<ClientConfig>,
+    name: ServerName<'static>,
+    handshakes: Arc<AtomicBool>,
+}
+
+impl MakeTlsConnect<Socket> for RustlsConnect {
+    type Stream = RustlsStream;
+    type TlsConnect = RustlsConnector;
+    type Error = io::Error;
+
+    fn make_tls_connect(&mut self, domain: &str) -> io::Result<RustlsConnector> {
+        let name = ServerName::try_from(domain.to_owned()).map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(RustlsConnector { config: self.config.clone(), name, handshakes: self.handshakes.clone() })
+    }
+}
+
+impl TlsConnect<Socket> for RustlsConnector {
+    type Stream = RustlsStream;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<RustlsStream>> + Send>>;
+
+    fn connect(self, stream: Socket) -> Self::Future {
+        Box::pin(async move {
+            let tls = tokio_rustls::TlsConnector::from(self.config).connect(self.name, stream).await?;
+            self.handshakes.store(true, Ordering::SeqCst);
+            Ok(RustlsStream(Box::new(tls)))
+        })
+    }
+}
+
+pub struct RustlsStream(Box<tokio_rustls::client::TlsStream<Socket>>);
+
+impl TlsStream for RustlsStream {
+    fn channel_binding(&self) -> ChannelBinding {
+        // pgvia offers SCRAM-SHA-256 without channel binding.
+        ChannelBinding::none()
+    }
+}
+
+impl AsyncRead for RustlsStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for RustlsStream {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0).poll_shutdown(cx)
+    }
+}

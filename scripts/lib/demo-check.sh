@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Usage: scripts/lib/demo-check.sh
+#
+# Runs the quick start as a newcomer would (./scripts/demo, a query through pgvia,
+# ./scripts/demo down) and fails if any part of it does not work.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+out=$(./scripts/demo 2>&1) || { echo "$out"; echo "demo-check: ./scripts/demo failed"; exit 1; }
+echo "$out" | tail -n 20
+grep -q '^number of failed transactions: 0 ' <<<"$out" || { echo "demo-check: pgbench through pgvia reported failures"; exit 1; }
+grep -q 'psql postgres://demo:demo@127.0.0.1:6432/demo' <<<"$out" || { echo "demo-check: no connection hint printed"; exit 1; }
+rows=$(psql postgres://demo:demo@127.0.0.1:6432/demo -XAtc 'select count(*) from pgbench_accounts')
+[[ $rows == 100000 ]] || { echo "demo-check: expected 100000 pgbench_accounts rows through pgvia, got $rows"; exit 1; }
+./scripts/demo down
+if (exec 3<>/dev/tcp/127.0.0.1/6432) 2>/dev/null; then
+    echo "demo-check: something still listens on 6432 after ./scripts/demo down"
+    exit 1
+fi
+[[ ! -e .demo ]] || { echo "demo-check: .demo/ left behind"; exit 1; }
+echo "demo-check: ok"
