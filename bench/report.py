@@ -240,22 +240,33 @@ def charts(points, targets, labels, out_dir, mode):
         plt.close(fig)
         made.append("tps.png")
 
-    # Proxy CPU per 1,000 transactions, grouped bars per point.
+    # Proxy CPU per 1,000 transactions: horizontal grouped bars, select-only points on the left,
+    # the other tests (much more work per transaction) on the right with their own scale.
     proxies = [t for t in targets if t != "direct"]
     shown = [p for p in points if any(not math.isnan(p.median(t, "cpu_per_1k")) for t in proxies)]
-    if shown and proxies:
-        fig, ax = plt.subplots(figsize=(max(7.0, 0.75 * len(shown) * len(proxies) + 2), 4.6))
-        width = 0.8 / len(proxies)
-        for k, t in enumerate(proxies):
-            xs = [i + (k - (len(proxies) - 1) / 2) * width for i in range(len(shown))]
-            ys = [p.median(t, "cpu_per_1k") * 1000 for p in shown]
-            ax.bar(xs, [0 if math.isnan(y) else y for y in ys], width, label=labels[t], color=colours[t])
-        ax.set_xticks(range(len(shown)))
-        ax.set_xticklabels([short_label(p) for p in shown], rotation=35, ha="right", fontsize=8)
-        ax.set_ylabel("proxy CPU ms per 1,000 transactions\n(= µs per transaction)")
-        ax.set_title(f"Proxy CPU per 1,000 transactions, lower is better ({mode} pooling)")
-        ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize=8)
+    groups = [g for g in ([p for p in shown if p.id.startswith("select-")],
+                          [p for p in shown if not p.id.startswith("select-")]) if g]
+    if groups and proxies:
+        rows = max(len(g) for g in groups)
+        fig, axes = plt.subplots(1, len(groups), figsize=(6.2 * len(groups), 1.0 + 0.42 * rows * max(1, len(proxies) / 2)),
+                                 squeeze=False)
+        height = 0.8 / len(proxies)
+        for ax, group in zip(axes[0], groups):
+            for k, t in enumerate(proxies):
+                ys = [i + (k - (len(proxies) - 1) / 2) * height for i in range(len(group))]
+                xs = [p.median(t, "cpu_per_1k") * 1000 for p in group]
+                ax.barh(ys, [0 if math.isnan(x) else x for x in xs], height, label=labels[t], color=colours[t])
+            ax.set_yticks(range(len(group)))
+            ax.set_yticklabels([short_label(p) for p in group], fontsize=8)
+            ax.invert_yaxis()
+            ax.set_xlabel("proxy CPU ms per 1,000 transactions (= µs per transaction)")
+            ax.grid(True, axis="x", alpha=0.3)
+        handles, names = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="upper right", ncol=len(proxies), fontsize=8)
+        axes[0][0].set_title("select-only")
+        if len(groups) > 1:
+            axes[0][1].set_title("other tests")
+        fig.suptitle(f"Proxy CPU per 1,000 transactions, lower is better ({mode} pooling)")
         fig.tight_layout()
         path = os.path.join(out_dir, "cpu.png")
         fig.savefig(path, dpi=110)
@@ -265,7 +276,8 @@ def charts(points, targets, labels, out_dir, mode):
 
 
 def short_label(p):
-    return f"{p.label}, {p.clients} cl."
+    label = p.label.replace("select-only, ", "").replace(", over a pool of 20", " over 20 servers")
+    return f"{label}, {p.clients} client{'s' if p.clients != 1 else ''}"
 
 
 def md_table(header, rows, align=None):
@@ -338,7 +350,8 @@ def cmd_report(args):
     # Figures.
     w("### Figures")
     w("")
-    w("TPS is pgbench's (without initial connection time), median of the runs; *spread* is "
+    w("TPS is pgbench's (without initial connection time; with `-C`, including the reconnections), "
+      "median of the runs; *spread* is "
       "(max − min) / median. Latency is from pgbench's per-transaction log (`--log`): average and "
       "99th percentile of each run, median over the runs. *CPU / 1k tx* is the proxy process's user+system CPU "
       "seconds (from `/proc/<pid>/stat` before and after each run) per 1,000 transactions.")
@@ -364,11 +377,6 @@ def cmd_report(args):
     w(md_table(["test", "clients", "target", "TPS", "spread", "avg ms", "p99 ms", "CPU s / 1k tx", "note"],
                rows, ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---"]))
     w("")
-    skipped = [(p, t, n) for p in points for t, n in p.notes.items() if not p.runs[t]]
-    if skipped:
-        w("Not run: " + "; ".join(f"{p.label} at {p.clients} clients through {labels[t]} ({n})"
-                                  for p, t, n in skipped) + ".")
-        w("")
 
     # Ratios.
     w("### Ratios")
@@ -379,8 +387,12 @@ def cmd_report(args):
     header += ["pgvia / direct TPS"] + [f"{labels[b]} / direct TPS" for b in bouncers]
     rows = []
     summary = []
+    not_run = []
     for p in points:
         v = p.median("pgvia", "tps")
+        if math.isnan(v):
+            not_run.append(f"{p.label} at {p.clients} clients ({p.notes.get('pgvia', 'no pgvia run')})")
+            continue
         row = [p.label, p.clients]
         for b in bouncers:
             row += [fnum(ratio(v, p.median(b, "tps")), ".2f"),
@@ -393,6 +405,9 @@ def cmd_report(args):
     w("")
     w("A TPS ratio above 1 favours pgvia; a CPU ratio below 1 favours pgvia.")
     w("")
+    if not_run:
+        w("Not compared: " + "; ".join(not_run) + ".")
+        w("")
     for name in made:
         alt = {"tps.png": "TPS against clients per protocol", "cpu.png": "Proxy CPU per 1,000 transactions"}[name]
         w(f"![{alt}](bench/{name})")
@@ -475,7 +490,7 @@ def cmd_report(args):
                     mark(None if not cpu else max(cpu) <= 1.0)])
     big = [p for p in points if p.id.startswith("many-")]
     r1k = ratio(big[0].median("pgvia", "tps"), big[0].median("direct", "tps")) if big else math.nan
-    tgt.append(["1,000 clients: TPS ≥ 1.5x direct with 1,000 backends",
+    tgt.append([f"{big[0].clients if big else 1000} clients: TPS ≥ 1.5x direct with as many backends",
                 fnum(r1k, ".2f") + "x" if not math.isnan(r1k) else "needs transaction mode",
                 mark(None if math.isnan(r1k) else r1k >= 1.5)])
     mem = {m["target"]: num(m["kib_per_client"]) for m in memory}
