@@ -13,6 +13,7 @@ use wire::FrameDecoder;
 use super::error::SessionError;
 use super::relay::{self, Buffers, RelayEnd};
 use super::settings;
+use super::state::{self, SessionState};
 use crate::app::{App, Phase};
 use crate::cancel::CancelKey;
 use crate::config::PoolMode;
@@ -25,8 +26,8 @@ pub struct Session<'a> {
     pub app: &'a App,
     pub client: &'a mut ClientStream,
     pub pool: Arc<Pool>,
-    /// Settings the client asked for at startup, applied to every server it is given.
-    pub settings: &'a [(String, String)],
+    /// Settings and pins: what follows the client from server to server.
+    pub state: SessionState,
     pub cancel: CancelKey,
     /// The parameter values the client has been told (ParameterStatus).
     pub told: ServerParams,
@@ -85,17 +86,29 @@ impl Session<'_> {
                 }
             }
             let Some(checkout) = self.server.as_mut() else { continue };
+            let tracking = release_when_quiescent.then_some(relay::Tracking {
+                analyzer: &self.app.analyzer,
+                state: &mut self.state,
+                pool: &self.pool,
+            });
             let end = relay::relay(
                 self.client,
                 checkout.conn(),
                 &mut self.bufs,
                 &self.decoder,
                 &mut self.shutdown,
-                release_when_quiescent,
+                tracking,
             )
             .await;
             match end {
-                RelayEnd::Quiescent => self.give_back_quiescent().await,
+                RelayEnd::Quiescent => {
+                    if let Err(e) = self.refresh_state().await {
+                        return RelayEnd::Error(e);
+                    }
+                    if self.state.pins.is_empty() {
+                        self.give_back_quiescent().await;
+                    }
+                }
                 other => return other,
             }
         }
@@ -170,16 +183,58 @@ impl Session<'_> {
     async fn assign(&mut self) -> Result<(), SessionError> {
         let mut checkout = self.pool.checkout().await?;
         let timeout = self.app.config().general.server_reset_timeout;
-        let applied = settings::apply(checkout.conn(), self.settings, timeout).await;
+        let applied = settings::apply(checkout.conn(), &self.state.settings, timeout).await;
         let conn = checkout.conn();
         self.cancel.slot.set(Some(conn.cancel_target()));
-        for (name, value) in &conn.params {
+        self.server = Some(checkout);
+        self.tell_parameter_changes();
+        applied
+    }
+
+    /// Sends the client ParameterStatus for every reported parameter of its server that
+    /// differs from what the client was last told.
+    fn tell_parameter_changes(&mut self) {
+        let Some(checkout) = self.server.as_ref() else { return };
+        for (name, value) in &checkout.conn_ref().params {
             if self.told.get(name) != Some(value) {
                 wire::build::parameter_status(&mut self.bufs.to_client, name, value);
                 self.told.insert(name.clone(), value.clone());
             }
         }
-        self.server = Some(checkout);
-        applied
+    }
+
+    /// At the end of a transaction that may have changed the session: reads the settings and
+    /// the pins back from the server, restores startup settings a RESET took away, and tells
+    /// the client about parameters that changed on the way.
+    async fn refresh_state(&mut self) -> Result<(), SessionError> {
+        let timeout = self.app.config().general.server_reset_timeout;
+        let user = self.pool.key.user.clone();
+        let Some(checkout) = self.server.as_mut() else { return Ok(()) };
+        let conn = checkout.conn();
+        if self.state.recheck_pins && !self.state.pins.is_empty() {
+            let rows = conn.query_rows(&state::pin_check_query(&user), timeout).await?;
+            let row = rows.first().ok_or(SessionError::ProtocolState("pin check returned no row"))?;
+            let held: Vec<_> = state::pin_check_reasons()
+                .into_iter()
+                .zip(row.iter())
+                .map(|(reason, v)| (reason, v.as_deref() == Some("t")))
+                .collect();
+            self.state.set_checked_pins(&held);
+        }
+        self.state.recheck_pins = false;
+        if self.state.settings_changed {
+            let rows = conn.query_rows(state::SESSION_SETTINGS_QUERY, timeout).await?;
+            let reported = rows
+                .into_iter()
+                .filter_map(|r| match r.as_slice() {
+                    [Some(name), Some(value)] => Some((name.clone(), value.clone())),
+                    _ => None,
+                })
+                .collect();
+            conn.applied = self.state.set_settings_from_server(reported).into_iter().collect();
+            settings::apply(conn, &self.state.settings, timeout).await?;
+        }
+        self.tell_parameter_changes();
+        Ok(())
     }
 }

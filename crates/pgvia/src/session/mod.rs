@@ -10,6 +10,7 @@ mod login;
 mod relay;
 mod settings;
 mod startup;
+mod state;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use wire::{build, FrameDecoder};
 
 pub use error::SessionError;
 use startup::Opening;
+pub use state::PinReason;
 
 use crate::app::App;
 use crate::net::ClientStream;
@@ -117,7 +119,7 @@ async fn logged_in(
         app,
         client: stream,
         pool,
-        settings: &identity.settings,
+        state: state::SessionState::new(identity.settings.clone()),
         cancel,
         told,
         bufs,
