@@ -195,3 +195,77 @@ async fn a_client_killed_mid_transaction_leaves_nothing_behind() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_cancels_never_hit_another_clients_query() {
+    const RACES: usize = 1000;
+    let pg = start_pg();
+    // One server: A and B take turns on it, so any misdirected cancel would land on B.
+    let proxy = TestProxy::start(&transaction_config(&pg, 1)).await;
+    let a = proxy.connect(USER, PASSWORD, DB).await;
+    let b = proxy.connect(USER, PASSWORD, DB).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let victim = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut runs = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Err(e) = b.simple_query("SELECT count(*) FROM generate_series(1, 20000)").await {
+                    panic!("B's query failed after {runs} runs: {e} ({:?})", sqlstate(&e));
+                }
+                runs += 1;
+            }
+            runs
+        })
+    };
+    let token = a.cancel_token();
+    let mut cancelled_own = 0;
+    for _ in 0..RACES {
+        // The cancel races A's own short query: it may cancel it, or arrive after it ended.
+        let (result, _) = tokio::join!(a.simple_query("SELECT 1"), token.cancel_query(tokio_postgres::NoTls));
+        match result {
+            Ok(_) => {}
+            Err(e) if sqlstate(&e).as_deref() == Some("57014") => cancelled_own += 1,
+            Err(e) => panic!("A's query failed unexpectedly: {e}"),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let runs = victim.await.expect("B never saw a cancel meant for A");
+    assert!(runs > 0);
+    eprintln!("{RACES} races: A's own query cancelled {cancelled_own} times; B ran {runs} queries untouched");
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_keeps_its_server_until_every_sync_is_answered() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 2)).await;
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    // tokio-postgres pipelines concurrent queries, each with its own Sync; the backend pid
+    // must not change within one burst only because the pool got a chance to switch, and an
+    // error in the middle must fail exactly that query.
+    for _ in 0..20 {
+        let queries = (0..10).map(|i| {
+            let client = &client;
+            async move {
+                if i == 5 {
+                    client.query_one("SELECT 1/0", &[]).await.map(|_| 0)
+                } else {
+                    client.query_one("SELECT $1::int", &[&i]).await.map(|r| r.get::<_, i32>(0))
+                }
+            }
+        });
+        let results = join_all(queries).await;
+        for (i, r) in results.into_iter().enumerate() {
+            if i == 5 {
+                assert_eq!(sqlstate(&r.expect_err("division by zero")).as_deref(), Some("22012"));
+            } else {
+                assert_eq!(r.expect("query"), i as i32);
+            }
+        }
+    }
+    drop(client);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}

@@ -298,7 +298,9 @@ pub async fn relay(
                     return RelayEnd::ServerLost { error, told_client: false };
                 }
                 let releasable = tracking.as_ref().is_some_and(Tracking::may_release);
-                if releasable && scan.ready && server.tracker.is_quiescent() && bufs.to_server.is_empty() {
+                // Every Sync the client sent is answered and nothing of its is half-received.
+                let done = server.tracker.is_quiescent() && bufs.to_server.is_empty() && bufs.from_client.is_empty();
+                if releasable && scan.ready && done {
                     return RelayEnd::Quiescent;
                 }
             }
