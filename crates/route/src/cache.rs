@@ -10,8 +10,9 @@
 //! Admission ([`Admission::SecondSight`]) keeps queries with inline literals — each text
 //! seen once — from paying for an insertion (a key copy, an eviction) that will never be
 //! hit: a miss is stored only if a small bitmap says the same text missed recently. The
-//! bitmap is cleared once it is half full, so "recently" means roughly the last
-//! `4 × cache_entries` distinct misses.
+//! bitmap (64 bits per cache entry, two bits per key) is cleared once an eighth of it is
+//! set, so "recently" means roughly the last `4 × cache_entries` distinct misses and at
+//! most 1.6% of one-off queries slip through as false positives.
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -87,7 +88,7 @@ impl AnalysisCache {
         let cache = Cache::with_weighter(entries, bytes as u64, weighter);
         let doorkeeper = match admission {
             Admission::Always => None,
-            Admission::SecondSight => Some(Doorkeeper::new(entries * 4)),
+            Admission::SecondSight => Some(Doorkeeper::new(entries)),
         };
         AnalysisCache { cache, doorkeeper }
     }
@@ -125,8 +126,8 @@ struct Doorkeeper {
 }
 
 impl Doorkeeper {
-    fn new(keys: usize) -> Doorkeeper {
-        let n_bits = (keys.max(1024) * 2).next_power_of_two() as u64;
+    fn new(entries: usize) -> Doorkeeper {
+        let n_bits = (entries.max(256) * 64).next_power_of_two() as u64;
         let words = (n_bits / 64) as usize;
         Doorkeeper {
             bits: (0..words).map(|_| AtomicU64::new(0)).collect(),
@@ -148,7 +149,7 @@ impl Doorkeeper {
         }
         let newly = usize::from(!was_a) + usize::from(!was_b);
         let total = self.set.fetch_add(newly, Ordering::Relaxed) + newly;
-        if total as u64 > self.mask / 2 {
+        if total as u64 > self.mask / 8 {
             self.clear();
         }
         false

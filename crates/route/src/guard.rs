@@ -30,10 +30,7 @@ const BUDGET_BASE: u64 = 100_000;
 impl Engine {
     /// Analyses `sql`; never panics, never fails.
     pub fn analyze(&self, sql: &str, param_oids: &[u32]) -> Analysis {
-        let guarded =
-            catch_unwind(AssertUnwindSafe(|| Scratch::with(|s| self.analyze_in(s, sql, param_oids))));
-        guarded
-            .unwrap_or_else(|_| Analysis::conservative(Outcome::Failed, HintData::default(), Box::default()))
+        guarded(|| Scratch::with(|s| self.analyze_in(s, sql, param_oids)))
     }
 
     fn analyze_in(&self, s: &mut Scratch, sql: &str, param_oids: &[u32]) -> Analysis {
@@ -53,6 +50,12 @@ impl Engine {
     }
 }
 
+/// Runs `f`, turning a panic into the conservative decision.
+fn guarded(f: impl FnOnce() -> Analysis) -> Analysis {
+    catch_unwind(AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Analysis::conservative(Outcome::Failed, HintData::default(), Box::default()))
+}
+
 fn parse_and_walk(engine: &Engine, s: &mut Scratch, sql: &str, param_oids: &[u32]) -> Result<(), Outcome> {
     // A NUL byte (which the protocol cannot carry anyway) is reported as a parse error too.
     let tree = pg_raw_parse::parse(sql).map_err(|_| Outcome::ParseError)?;
@@ -68,4 +71,41 @@ fn parse_and_walk(engine: &Engine, s: &mut Scratch, sql: &str, param_oids: &[u32
             .map_err(|Abort::TooComplex| Outcome::TooComplex)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::functions::WriteFunctions;
+
+    fn engine() -> Engine {
+        Engine {
+            fns: WriteFunctions::default(),
+            limits: Limits { max_depth: 100, max_values: 100 },
+            max_query_length: 1000,
+        }
+    }
+
+    #[test]
+    fn a_panic_becomes_the_conservative_decision() {
+        let a = guarded(|| panic!("a defect in the bindings"));
+        assert_eq!(a.outcome(), Outcome::Failed);
+        assert!(a.writes() && a.is_empty());
+    }
+
+    #[test]
+    fn the_scratch_survives_a_panic_half_way() {
+        let r = catch_unwind(|| {
+            Scratch::with(|s| {
+                s.intern("left behind");
+                s.stmts.clear();
+                panic!("mid-walk");
+            })
+        });
+        assert!(r.is_err());
+        let a = engine().analyze("SELECT * FROM t WHERE id = 1", &[]);
+        assert_eq!(a.outcome(), Outcome::Parsed);
+        assert_eq!(a.statement(0).map(|s| s.tables().count()), Some(1));
+        assert!(!a.text.contains("left behind"));
+    }
 }

@@ -490,10 +490,16 @@ fn transaction_options<'a>(opts: impl Iterator<Item = &'a DefElem>) -> Transacti
 /// A boolean option the way PostgreSQL's `defGetBoolean` reads it; anything unreadable
 /// counts as true, the conservative reading for `EXPLAIN (ANALYZE ...)`.
 fn def_true(d: &DefElem) -> bool {
-    let Node::A_Const(c) = d.arg() else {
-        return true;
+    // EXPLAIN's options carry bare values; BEGIN's carry constants.
+    let value = match d.arg() {
+        Node::None => return true,
+        Node::A_Const(c) => c.val(),
+        Node::Integer(i) => Some(ConstValue::Integer(i.ival)),
+        Node::Boolean(b) => Some(ConstValue::Boolean(b.boolval)),
+        Node::String(s) => s.sval().map(ConstValue::String),
+        _ => None,
     };
-    match c.val() {
+    match value {
         Some(ConstValue::Integer(i)) => i != 0,
         Some(ConstValue::Boolean(b)) => b,
         Some(ConstValue::String(s)) => {

@@ -70,26 +70,49 @@ pub(crate) const MIN_CACHE_BYTES: usize = 64 * 1024;
 const MAX_VALUES: usize = 16 * 1024 * 1024;
 
 impl AnalyzerOptions {
-    /// Checks every setting; the analyzer refuses options that fail.
+    /// Checks every setting; the analyzer refuses options that fail. Returns the first
+    /// problem; [`AnalyzerOptions::problems`] lists them all.
     pub fn validate(&self) -> Result<(), OptionsError> {
+        match self.problems().into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Every setting out of range, in field order.
+    pub fn problems(&self) -> Vec<OptionsError> {
+        let mut out = Vec::new();
         if self.max_query_length == 0 || self.max_query_length > MAX_QUERY_LENGTH {
-            return Err(OptionsError::MaxQueryLength { value: self.max_query_length, max: MAX_QUERY_LENGTH });
+            out.push(OptionsError::MaxQueryLength { value: self.max_query_length, max: MAX_QUERY_LENGTH });
         }
         if self.cache_entries > 0 && self.cache_bytes < MIN_CACHE_BYTES {
-            return Err(OptionsError::CacheBytes { value: self.cache_bytes, min: MIN_CACHE_BYTES });
-        }
-        if !(16..=10_000).contains(&self.max_nesting) {
-            return Err(OptionsError::MaxNesting(self.max_nesting));
-        }
-        if self.max_values > MAX_VALUES {
-            return Err(OptionsError::MaxValues { value: self.max_values, max: MAX_VALUES });
+            out.push(OptionsError::CacheBytes { value: self.cache_bytes, min: MIN_CACHE_BYTES });
         }
         for f in &self.write_functions {
             if !valid_function_name(f) {
-                return Err(OptionsError::WriteFunction(f.clone()));
+                out.push(OptionsError::WriteFunction(f.clone()));
             }
         }
-        Ok(())
+        if !(16..=10_000).contains(&self.max_nesting) {
+            out.push(OptionsError::MaxNesting(self.max_nesting));
+        }
+        if self.max_values > MAX_VALUES {
+            out.push(OptionsError::MaxValues { value: self.max_values, max: MAX_VALUES });
+        }
+        out
+    }
+}
+
+impl OptionsError {
+    /// The name of the setting at fault, as spelt in [`AnalyzerOptions`].
+    pub fn key(&self) -> &'static str {
+        match self {
+            OptionsError::MaxQueryLength { .. } => "max_query_length",
+            OptionsError::CacheBytes { .. } => "cache_bytes",
+            OptionsError::MaxNesting(_) => "max_nesting",
+            OptionsError::MaxValues { .. } => "max_values",
+            OptionsError::WriteFunction(_) => "write_functions",
+        }
     }
 }
 
@@ -111,6 +134,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_problem_is_listed() {
+        let o = AnalyzerOptions {
+            max_query_length: 0,
+            max_nesting: 1,
+            write_functions: vec!["ok".into(), "".into()],
+            ..Default::default()
+        };
+        let keys: Vec<&str> = o.problems().iter().map(OptionsError::key).collect();
+        assert_eq!(keys, ["max_query_length", "write_functions", "max_nesting"]);
+    }
+
+    #[test]
     fn defaults_are_valid() {
         assert_eq!(AnalyzerOptions::default().validate(), Ok(()));
     }
@@ -123,6 +158,7 @@ mod tests {
             o.validate().unwrap_err()
         };
         assert!(matches!(bad(|o| o.max_query_length = 0), OptionsError::MaxQueryLength { .. }));
+        assert_eq!(bad(|o| o.max_query_length = 0).key(), "max_query_length");
         assert!(matches!(bad(|o| o.cache_bytes = 10), OptionsError::CacheBytes { .. }));
         assert!(matches!(bad(|o| o.max_nesting = 3), OptionsError::MaxNesting(3)));
         assert!(matches!(bad(|o| o.max_values = usize::MAX), OptionsError::MaxValues { .. }));

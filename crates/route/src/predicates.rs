@@ -316,8 +316,7 @@ impl<'t> Walker<'t, '_> {
         scope: FromScope<'t>,
         qualifier: Option<(Option<&'t str>, &'t str)>,
     ) -> (Option<Span>, Option<Span>) {
-        let ctes = &self.ctes;
-        let resolved = scope.resolve(&|n: &str| ctes.contains(&n), qualifier);
+        let resolved = scope.resolve(&|n: &str| self.is_cte(n), qualifier);
         match resolved {
             Resolved::Table(rv) => {
                 let schema = rv.schemaname().map(|s| self.s.intern(s));

@@ -6,6 +6,8 @@
 //! its depth and its work, and gives up with [`Abort::TooComplex`] instead of running out of
 //! stack or time.
 
+use std::collections::HashMap;
+
 use pg_raw_parse::list::NodeList;
 use pg_raw_parse::nodes::{
     DeleteStmt, InsertStmt, LockingClause, MergeStmt, RangeVar, ReturningClause, SelectStmt, UpdateStmt,
@@ -19,6 +21,9 @@ use crate::model::{Access, RowLock};
 use crate::predicates::FromScope;
 use crate::scratch::Scratch;
 use crate::store::{EffectData, TableData};
+
+/// Scopes with more CTE names than this get a hash index.
+const CTE_INDEX_THRESHOLD: usize = 32;
 
 /// Why a walk stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +51,9 @@ pub(crate) struct Walker<'t, 's> {
     budget: u64,
     /// CTE names in scope, innermost last.
     pub(crate) ctes: Vec<&'t str>,
+    /// The same names counted, built once there are many, so that looking a name up stays
+    /// constant-time in queries with thousands of CTEs.
+    cte_index: Option<HashMap<&'t str, u32>>,
     /// Set for the top-level statement; the first SELECT/UPDATE/DELETE/INSERT to start
     /// takes it and records its predicates or insert values.
     pub(crate) want_predicates: bool,
@@ -73,6 +81,7 @@ impl<'t, 's> Walker<'t, 's> {
             depth: 0,
             budget,
             ctes: Vec::new(),
+            cte_index: None,
             want_predicates: false,
             writes: false,
             lock: None,
@@ -85,6 +94,41 @@ impl<'t, 's> Walker<'t, 's> {
         self.lock = None;
         self.truncated = false;
         self.ctes.clear();
+        self.cte_index = None;
+    }
+
+    fn push_cte(&mut self, name: &'t str) {
+        self.ctes.push(name);
+        if let Some(index) = &mut self.cte_index {
+            *index.entry(name).or_default() += 1;
+        } else if self.ctes.len() > CTE_INDEX_THRESHOLD {
+            let mut index = HashMap::with_capacity(self.ctes.len() * 2);
+            for c in &self.ctes {
+                *index.entry(*c).or_default() += 1;
+            }
+            self.cte_index = Some(index);
+        }
+    }
+
+    fn truncate_ctes(&mut self, mark: usize) {
+        if let Some(index) = &mut self.cte_index {
+            for c in &self.ctes[mark.min(self.ctes.len())..] {
+                if let Some(n) = index.get_mut(c) {
+                    *n -= 1;
+                    if *n == 0 {
+                        index.remove(c);
+                    }
+                }
+            }
+        }
+        self.ctes.truncate(mark);
+    }
+
+    pub(crate) fn is_cte(&self, name: &str) -> bool {
+        match &self.cte_index {
+            Some(index) => index.contains_key(name),
+            None => self.ctes.contains(&name),
+        }
     }
 
     /// Runs `f` one level deeper, failing when the depth limit or the work budget is hit.
@@ -168,7 +212,7 @@ impl<'t, 's> Walker<'t, 's> {
             let scope = FromScope { target: None, from: s.from_clause() };
             self.where_predicates(s.where_clause(), scope)?;
         }
-        self.ctes.truncate(mark);
+        self.truncate_ctes(mark);
         Ok(())
     }
 
@@ -206,7 +250,7 @@ impl<'t, 's> Walker<'t, 's> {
             self.expr(oc.where_clause())?;
         }
         self.returning(s.returning_clause())?;
-        self.ctes.truncate(mark);
+        self.truncate_ctes(mark);
         Ok(())
     }
 
@@ -230,7 +274,7 @@ impl<'t, 's> Walker<'t, 's> {
             let scope = FromScope { target: s.relation(), from: s.from_clause() };
             self.where_predicates(s.where_clause(), scope)?;
         }
-        self.ctes.truncate(mark);
+        self.truncate_ctes(mark);
         Ok(())
     }
 
@@ -250,7 +294,7 @@ impl<'t, 's> Walker<'t, 's> {
             let scope = FromScope { target: s.relation(), from: s.using_clause() };
             self.where_predicates(s.where_clause(), scope)?;
         }
-        self.ctes.truncate(mark);
+        self.truncate_ctes(mark);
         Ok(())
     }
 
@@ -269,7 +313,7 @@ impl<'t, 's> Walker<'t, 's> {
             self.list(when.values())?;
         }
         self.returning(s.returning_clause())?;
-        self.ctes.truncate(mark);
+        self.truncate_ctes(mark);
         Ok(())
     }
 
@@ -292,7 +336,7 @@ impl<'t, 's> Walker<'t, 's> {
         };
         if with.recursive {
             for cte in with.ctes() {
-                self.ctes.push(cte.ctename().unwrap_or(""));
+                self.push_cte(cte.ctename().unwrap_or(""));
             }
             for cte in with.ctes() {
                 self.dml(cte.ctequery())?;
@@ -300,7 +344,7 @@ impl<'t, 's> Walker<'t, 's> {
         } else {
             for cte in with.ctes() {
                 self.dml(cte.ctequery())?;
-                self.ctes.push(cte.ctename().unwrap_or(""));
+                self.push_cte(cte.ctename().unwrap_or(""));
             }
         }
         Ok(mark)
@@ -346,8 +390,8 @@ impl<'t, 's> Walker<'t, 's> {
         };
         let schema = rv.schemaname();
         if cte_ok && schema.is_none() && !self.ctes.is_empty() {
-            self.charge(self.ctes.len() as u64)?;
-            if self.ctes.iter().rev().any(|c| *c == name) {
+            self.charge(self.ctes.len().min(CTE_INDEX_THRESHOLD) as u64)?;
+            if self.is_cte(name) {
                 return Ok(());
             }
         }

@@ -25,6 +25,7 @@ pub(crate) fn validate(config: &Config) -> Vec<Problem> {
     v.databases(config);
     v.users(config);
     v.min_idle_within_pool_size(config, &pool, &databases, &users);
+    v.analysis(config);
     v.problems
 }
 
@@ -94,6 +95,17 @@ impl Validator {
             if value.is_some_and(|d: Duration| d.is_zero()) {
                 self.report(at(key), "must be more than 0s");
             }
+        }
+    }
+
+    /// The analyzer checks its own options; its messages name the key.
+    fn analysis(&mut self, config: &Config) {
+        for problem in config.analyzer_options().problems() {
+            let key = problem.key();
+            let message = problem.to_string();
+            // The path already names the key.
+            let message = message.strip_prefix(key).map_or(message.as_str(), str::trim_start);
+            self.report(format!("analysis.{key}"), message);
         }
     }
 
