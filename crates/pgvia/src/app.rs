@@ -73,7 +73,7 @@ impl App {
         }
         let db_clients = config.databases.iter().map(|d| (d.name.clone(), AtomicUsize::new(0))).collect();
         let (phase, _) = watch::channel(Phase::Running);
-        let analyzer = route::Analyzer::new(route::AnalyzerOptions::default())?;
+        let analyzer = route::Analyzer::new(config.analyzer_options())?;
         Ok(Arc::new(Self {
             analyzer,
             config: Arc::new(config),
