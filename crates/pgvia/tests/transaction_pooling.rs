@@ -269,3 +269,32 @@ async fn a_pipeline_keeps_its_server_until_every_sync_is_answered() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_begin_takes_no_server_and_keeps_its_options() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 1).pool("checkout_timeout = \"3s\"")).await;
+    let a = proxy.connect(USER, PASSWORD, DB).await;
+    let b = proxy.connect(USER, PASSWORD, DB).await;
+    a.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY").await.unwrap();
+    // A holds no server yet, so B gets the only one.
+    assert_eq!(row(&b, "SELECT 1").await, ["1"]);
+    assert_eq!(
+        row(&a, "SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')")
+            .await,
+        ["serializable", "on"]
+    );
+    // Now A is inside a real transaction on the server: B must wait, and times out.
+    let waited = b.simple_query("SELECT 2").await.expect_err("pool of one is held by A's transaction");
+    assert_eq!(sqlstate(&waited).as_deref(), Some("53300"));
+    a.batch_execute("COMMIT").await.unwrap();
+    // An empty transaction never needs a server at all.
+    let created = proxy.app.pools.all()[0].stats.checkouts.load(std::sync::atomic::Ordering::Relaxed);
+    a.batch_execute("START TRANSACTION").await.unwrap();
+    a.batch_execute("ROLLBACK").await.unwrap();
+    let after = proxy.app.pools.all()[0].stats.checkouts.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(created, after, "BEGIN; ROLLBACK took a server");
+    drop((a, b));
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}

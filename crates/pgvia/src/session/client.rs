@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use bytes::Buf;
 use bytes::BytesMut;
+use route::StatementKind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
+use wire::backend::TransactionStatus;
 use wire::frontend::FrontendMessage;
 use wire::FrameDecoder;
 
@@ -22,6 +24,33 @@ use crate::pool::{Checkout, Pool};
 use crate::server::ServerParams;
 use crate::server::CANCEL_SETTLE;
 
+/// A transaction-control statement pgvia answers itself while the client holds no server.
+enum Local {
+    /// A lone `BEGIN`/`START TRANSACTION`: the server is taken at the first real statement, so
+    /// where that statement should run can still be chosen. Carries the command tag.
+    Begin(&'static str),
+    /// `COMMIT`/`ROLLBACK` of a transaction that never needed a server.
+    End(&'static str),
+}
+
+/// Whether a simple query is a lone transaction-control statement that needs no server yet.
+fn local_answer(analyzer: &route::Analyzer, sql: &str, begun: bool) -> Option<Local> {
+    let analysis = analyzer.analyze(sql, &[]);
+    if analysis.is_conservative() || analysis.len() != 1 {
+        return None;
+    }
+    let statement = analysis.statement(0)?;
+    let first_word = sql.get(statement.location())?.split_whitespace().next()?.to_ascii_uppercase();
+    match (statement.kind(), begun) {
+        (StatementKind::Begin(_), false) => {
+            Some(Local::Begin(if first_word == "START" { "START TRANSACTION" } else { "BEGIN" }))
+        }
+        (StatementKind::Commit { chain: false }, true) => Some(Local::End("COMMIT")),
+        (StatementKind::Rollback { chain: false }, true) => Some(Local::End("ROLLBACK")),
+        _ => None,
+    }
+}
+
 pub struct Session<'a> {
     pub app: &'a App,
     pub client: &'a mut ClientStream,
@@ -35,6 +64,8 @@ pub struct Session<'a> {
     pub decoder: FrameDecoder,
     pub shutdown: watch::Receiver<Phase>,
     pub server: Option<Checkout>,
+    /// A `BEGIN` answered locally, to be sent ahead of the client's next statement.
+    pub deferred_begin: Option<bytes::Bytes>,
 }
 
 impl Session<'_> {
@@ -137,13 +168,21 @@ impl Session<'_> {
                     // Garbage must not cost a server: check the first message before asking
                     // the pool for one.
                     let frame = &self.bufs.from_client[..len];
-                    return match (frame[0], FrontendMessage::parse_body(frame[0], &frame[5..])) {
+                    let local = match (frame[0], FrontendMessage::parse_body(frame[0], &frame[5..])) {
                         (_, Err(e)) if frame[0] != wire::frontend::tag::COPY_DATA => {
-                            Some(RelayEnd::Error(e.into()))
+                            return Some(RelayEnd::Error(e.into()))
                         }
-                        (wire::frontend::tag::TERMINATE, _) => Some(RelayEnd::ClientDone),
+                        (wire::frontend::tag::TERMINATE, _) => return Some(RelayEnd::ClientDone),
+                        (_, Ok(FrontendMessage::Query { sql }))
+                            if self.pool.settings.pool_mode != PoolMode::Session =>
+                        {
+                            local_answer(&self.app.analyzer, sql, self.deferred_begin.is_some())
+                        }
                         _ => None,
                     };
+                    let Some(local) = local else { return None };
+                    self.answer_locally(local, len);
+                    continue;
                 }
                 Ok(None) => {}
                 Err(e) => return Some(RelayEnd::Error(e.into())),
@@ -178,6 +217,23 @@ impl Session<'_> {
         }
     }
 
+    /// Answers a transaction-control statement without a server (see [`local_answer`]).
+    fn answer_locally(&mut self, local: Local, len: usize) {
+        let frame = self.bufs.from_client.split_to(len);
+        let (tag, status) = match local {
+            Local::Begin(tag) => {
+                self.deferred_begin = Some(frame.freeze());
+                (tag, TransactionStatus::InTransaction)
+            }
+            Local::End(tag) => {
+                self.deferred_begin = None;
+                (tag, TransactionStatus::Idle)
+            }
+        };
+        wire::build::command_complete(&mut self.bufs.to_client, tag);
+        wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
+    }
+
     /// Takes a server from the pool, brings it to the client's settings, tells the client
     /// about parameters that differ from what it was told, and points cancels at it.
     async fn assign(&mut self) -> Result<(), SessionError> {
@@ -186,6 +242,14 @@ impl Session<'_> {
         let applied = settings::apply(checkout.conn(), &self.state.settings, timeout).await;
         let conn = checkout.conn();
         self.cancel.slot.set(Some(conn.cancel_target()));
+        if let Some(begin) = self.deferred_begin.take() {
+            // The client was told its BEGIN succeeded; the server hears it now, first, and
+            // its reply is not passed on a second time.
+            self.bufs.to_server.extend_from_slice(&begin);
+            conn.tracker.client_sent(wire::frontend::tag::QUERY);
+            conn.swallow_replies += 1;
+            conn.dirty = true;
+        }
         self.server = Some(checkout);
         self.tell_parameter_changes();
         applied

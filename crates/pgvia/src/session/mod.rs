@@ -126,6 +126,7 @@ async fn logged_in(
         decoder: FrameDecoder::new(config.general.max_message_size as usize),
         shutdown: app.shutdown_watch(),
         server: None,
+        deferred_begin: None,
     };
     session.run(out).await;
     // The client hears why it was closed before the server is reset, which may take a
