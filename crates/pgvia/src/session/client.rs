@@ -180,7 +180,7 @@ impl Session<'_> {
                         }
                         _ => None,
                     };
-                    let Some(local) = local else { return None };
+                    let local = local?;
                     self.answer_locally(local, len);
                     continue;
                 }
