@@ -18,8 +18,8 @@ use std::process::ExitCode;
 
 pub use error::{ConfigError, Problem};
 pub use model::{
-    AuthMethod, Config, Database, General, PasswordFormat, PoolDefaults, PoolMode, PoolSettings, TlsMode,
-    User,
+    AnalysisSettings, AuthMethod, CacheAdmission, Config, Database, General, PasswordFormat, PoolDefaults,
+    PoolMode, PoolSettings, TlsMode, User,
 };
 pub use values::parse_duration;
 
@@ -50,6 +50,12 @@ impl Config {
         // File order reads best; stable, so problems on one line keep the order they were found.
         problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
         Err(invalid(problems))
+    }
+
+    /// Options for the SQL analyzer (`route::Analyzer::new`), from `[analysis]`. Validation
+    /// has already checked them.
+    pub fn analyzer_options(&self) -> route::AnalyzerOptions {
+        self.analysis.analyzer_options()
     }
 
     /// The `[[databases]]` entry clients call `name`.

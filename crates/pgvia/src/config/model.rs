@@ -75,6 +75,9 @@ pub struct Config {
     /// `[[users]]`: the users who may log in. Default: none (then nobody can log in).
     #[serde(default)]
     pub users: Vec<User>,
+    /// `[analysis]`: how queries are parsed and summarised for routing. Optional.
+    #[serde(default)]
+    pub analysis: AnalysisSettings,
 }
 
 /// `[general]`.
@@ -135,6 +138,75 @@ impl Default for General {
             server_reset_query: "DISCARD ALL".to_owned(),
             server_reset_timeout: Duration::from_secs(5),
             log_level: "info".to_owned(),
+        }
+    }
+}
+
+/// Which analysed queries the analysis cache keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheAdmission {
+    /// Every analysed query.
+    Always,
+    /// A query only when its text was analysed once before, recently: queries with inline
+    /// literals, each seen once, never displace anything.
+    SecondSight,
+}
+
+/// `[analysis]`: SQL analysis, the parse that tells reads from writes and finds session
+/// changes and shard keys. See [`Config::analyzer_options`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AnalysisSettings {
+    /// Longest query, in bytes, that is parsed; longer ones are routed as writes to the
+    /// primary. Default 1048576 (1 MiB); between 1 and 1073741824.
+    pub max_query_length: usize,
+    /// Most analyses cached, keyed by query text. Default 10000; 0 disables the cache.
+    pub cache_entries: usize,
+    /// Most bytes the cache holds (query text plus analysis). Default 33554432 (32 MiB); at
+    /// least 65536 when the cache is enabled.
+    pub cache_bytes: usize,
+    /// `always` or `second_sight`. Default `second_sight`.
+    pub cache_admission: CacheAdmission,
+    /// Functions that write, on top of the built-in ones (`nextval`, `setval`, advisory
+    /// locks, ...): `"name"` in any schema or `"schema.name"`. Default none.
+    pub write_functions: Vec<String>,
+    /// Deepest expression or subquery nesting analysed; deeper queries are routed as writes.
+    /// Default 1000; between 16 and 10000.
+    pub max_nesting: u32,
+    /// Most literal values recorded per query for shard routing. Default 65536.
+    pub max_values: usize,
+}
+
+impl Default for AnalysisSettings {
+    fn default() -> Self {
+        let o = route::AnalyzerOptions::default();
+        AnalysisSettings {
+            max_query_length: o.max_query_length,
+            cache_entries: o.cache_entries,
+            cache_bytes: o.cache_bytes,
+            cache_admission: CacheAdmission::SecondSight,
+            write_functions: o.write_functions,
+            max_nesting: o.max_nesting,
+            max_values: o.max_values,
+        }
+    }
+}
+
+impl AnalysisSettings {
+    /// The settings as the analyzer takes them.
+    pub fn analyzer_options(&self) -> route::AnalyzerOptions {
+        route::AnalyzerOptions {
+            max_query_length: self.max_query_length,
+            cache_entries: self.cache_entries,
+            cache_bytes: self.cache_bytes,
+            cache_admission: match self.cache_admission {
+                CacheAdmission::Always => route::Admission::Always,
+                CacheAdmission::SecondSight => route::Admission::SecondSight,
+            },
+            write_functions: self.write_functions.clone(),
+            max_nesting: self.max_nesting,
+            max_values: self.max_values,
         }
     }
 }

@@ -25,6 +25,7 @@ pub(crate) fn validate(config: &Config) -> Vec<Problem> {
     v.databases(config);
     v.users(config);
     v.min_idle_within_pool_size(config, &pool, &databases, &users);
+    v.analysis(config);
     v.problems
 }
 
@@ -79,10 +80,10 @@ impl Validator {
     /// Checks on the pool keys a layer sets itself.
     fn layer(&mut self, layer: &Layer) {
         let at = |key: &str| format!("{}.{key}", layer.path);
-        if let Some(mode) = layer.pool_mode.filter(|m| *m != PoolMode::Session) {
+        if let Some(mode) = layer.pool_mode.filter(|m| *m == PoolMode::Statement) {
             self.report(
                 at("pool_mode"),
-                format!("pool_mode \"{mode}\" is not implemented yet; use \"session\""),
+                format!("pool_mode \"{mode}\" is not implemented yet; use \"transaction\" or \"session\""),
             );
         }
         if layer.pool_size == Some(0) {
@@ -94,6 +95,17 @@ impl Validator {
             if value.is_some_and(|d: Duration| d.is_zero()) {
                 self.report(at(key), "must be more than 0s");
             }
+        }
+    }
+
+    /// The analyzer checks its own options; its messages name the key.
+    fn analysis(&mut self, config: &Config) {
+        for problem in config.analyzer_options().problems() {
+            let key = problem.key();
+            let message = problem.to_string();
+            // The path already names the key.
+            let message = message.strip_prefix(key).map_or(message.as_str(), str::trim_start);
+            self.report(format!("analysis.{key}"), message);
         }
     }
 

@@ -1,0 +1,38 @@
+//! SQL analysis for pgvia: what a query does, read from PostgreSQL's own parser.
+//!
+//! [`Analyzer::analyze`] turns query text (and, for a Parse message, its parameter types)
+//! into an immutable, shareable [`Analysis`]: per statement its [kind](StatementKind),
+//! whether it must run on the primary, the [session state](SessionEffect) it changes, the
+//! [tables](TableRef) it touches, the [equality predicates](Predicate) and
+//! [inserted values](InsertValues) shard routing needs; and [comment hints](Hints).
+//!
+//! The parser is libpg_query's raw parse tree, read in place through `pg_raw_parse` (no
+//! Protobuf), and only the summary is kept. Results are cached by text. Untrusted input is
+//! guarded: over-long queries are not parsed, deep or huge trees stop the walk, parse
+//! errors and panics in the bindings are caught; all of these get the conservative answer
+//! (writes, no shard key) and are counted in [`AnalyzerStats`]. No I/O happens here.
+
+mod analysis;
+mod analyzer;
+mod cache;
+mod exprs;
+mod functions;
+mod guard;
+mod hints;
+mod kind;
+mod model;
+mod options;
+mod predicates;
+mod scratch;
+mod stats;
+mod store;
+mod walk;
+
+pub use analysis::{Analysis, Hints, InsertValues, Predicate, SessionEffect, Statement, TableRef, Value};
+pub use analyzer::Analyzer;
+pub use model::{
+    Access, CopyDirection, DiscardTarget, IsolationLevel, LockOp, LockScope, Outcome, PredicateOp, Role,
+    RowLock, SetScope, StatementKind, TransactionOptions,
+};
+pub use options::{Admission, AnalyzerOptions, OptionsError};
+pub use stats::AnalyzerStats;

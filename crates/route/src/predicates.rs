@@ -1,0 +1,378 @@
+//! The raw material for shard routing: `column = value` predicates of a statement's own
+//! `WHERE` clause, and the rows of `INSERT ... VALUES`.
+//!
+//! Values are recorded up to `max_values` per query; past that the statement is marked
+//! truncated instead of growing without bound (an `IN` list of 100,000 parameters costs
+//! one pass and bounded memory).
+
+use pg_raw_parse::const_val::ConstValue;
+use pg_raw_parse::list::NodeList;
+use pg_raw_parse::nodes::{A_Expr, A_Expr_Kind, BoolExprType, ColumnRef, InsertStmt, RangeVar, TypeName};
+use pg_raw_parse::Node;
+
+use crate::model::PredicateOp;
+use crate::scratch::range;
+use crate::store::{InsertData, PredData, Span, ValueData};
+use crate::walk::{Walker, W};
+
+/// The relations a `WHERE` clause can name columns of: the statement's target (for
+/// `UPDATE`/`DELETE`) and its top-level `FROM`/`USING` items.
+#[derive(Clone, Copy)]
+pub(crate) struct FromScope<'t> {
+    pub target: Option<&'t RangeVar>,
+    pub from: &'t NodeList,
+}
+
+/// A relation a column qualifier resolved to: a table, or something that is not one (a
+/// subquery, a function, a CTE).
+enum Resolved<'t> {
+    Table(&'t RangeVar),
+    NotATable,
+    Unknown,
+}
+
+impl<'t> FromScope<'t> {
+    /// Calls `f` with each relation visible in the scope and the name it is visible under
+    /// (its alias, else its name); `None` for a relation that is not a plain table.
+    fn each(&self, f: &mut impl FnMut(Option<&'t RangeVar>, Option<&'t str>) -> bool) -> bool {
+        if let Some(t) = self.target {
+            if f(Some(t), visible_name(t)) {
+                return true;
+            }
+        }
+        self.from.iter().any(|n| from_names(n, f, 0))
+    }
+
+    fn resolve(
+        &self,
+        is_cte: &dyn Fn(&str) -> bool,
+        qualifier: Option<(Option<&str>, &str)>,
+    ) -> Resolved<'t> {
+        let table_or_cte = |rv: &'t RangeVar| {
+            if rv.schemaname().is_none() && rv.relname().is_some_and(is_cte) {
+                Resolved::NotATable
+            } else {
+                Resolved::Table(rv)
+            }
+        };
+        match qualifier {
+            Some((schema, q)) => {
+                let mut hit = None;
+                self.each(&mut |rv, visible| {
+                    let schema_ok = schema.is_none() || rv.and_then(|r| r.schemaname()) == schema;
+                    if visible == Some(q) && schema_ok {
+                        hit = Some(rv);
+                        true
+                    } else {
+                        false
+                    }
+                });
+                match hit {
+                    Some(Some(rv)) => table_or_cte(rv),
+                    Some(None) => Resolved::NotATable,
+                    None => Resolved::Unknown,
+                }
+            }
+            // An unqualified column is certain only with exactly one relation in scope.
+            None => {
+                let mut only = None;
+                let mut count = 0;
+                self.each(&mut |rv, _| {
+                    count += 1;
+                    only = rv;
+                    count > 1
+                });
+                match (count, only) {
+                    (1, Some(rv)) => table_or_cte(rv),
+                    (1, None) => Resolved::NotATable,
+                    _ => Resolved::Unknown,
+                }
+            }
+        }
+    }
+}
+
+fn visible_name(rv: &RangeVar) -> Option<&str> {
+    rv.alias().and_then(|a| a.aliasname()).or_else(|| rv.relname())
+}
+
+/// Walks a `FROM` item's relations without recursing into subqueries.
+fn from_names<'t>(
+    node: Node<'t>,
+    f: &mut impl FnMut(Option<&'t RangeVar>, Option<&'t str>) -> bool,
+    depth: u32,
+) -> bool {
+    // JOIN trees nest one level per join; a long chain of joins is legal but deep ones are
+    // not worth resolving columns through.
+    if depth > 64 {
+        return f(None, None);
+    }
+    match node {
+        Node::RangeVar(rv) => f(Some(rv), visible_name(rv)),
+        Node::JoinExpr(j) => match j.alias().and_then(|a| a.aliasname()) {
+            Some(alias) => f(None, Some(alias)),
+            None => from_names(j.larg(), f, depth + 1) || from_names(j.rarg(), f, depth + 1),
+        },
+        Node::RangeSubselect(s) => f(None, s.alias().and_then(|a| a.aliasname())),
+        Node::RangeFunction(r) => f(None, r.alias().and_then(|a| a.aliasname())),
+        _ => f(None, None),
+    }
+}
+
+/// OIDs of the built-in types a parameter is commonly cast to, for hashing shard keys.
+fn builtin_type_oid(t: &TypeName) -> u32 {
+    let Some(name) = t.names().iter().next_back().and_then(|s| s.sval()) else {
+        return 0;
+    };
+    let array = !t.array_bounds().is_empty();
+    match (name, array) {
+        ("bool", false) => 16,
+        ("bytea", false) => 17,
+        ("int8", false) => 20,
+        ("int2", false) => 21,
+        ("int4", false) => 23,
+        ("text", false) => 25,
+        ("oid", false) => 26,
+        ("float4", false) => 700,
+        ("float8", false) => 701,
+        ("bpchar", false) => 1042,
+        ("varchar", false) => 1043,
+        ("date", false) => 1082,
+        ("timestamp", false) => 1114,
+        ("timestamptz", false) => 1184,
+        ("numeric", false) => 1700,
+        ("uuid", false) => 2950,
+        ("bool", true) => 1000,
+        ("int2", true) => 1005,
+        ("int4", true) => 1007,
+        ("text", true) => 1009,
+        ("varchar", true) => 1015,
+        ("int8", true) => 1016,
+        ("numeric", true) => 1231,
+        ("uuid", true) => 2951,
+        _ => 0,
+    }
+}
+
+/// `=` or `pg_catalog.=`.
+fn is_equals(name: &NodeList) -> bool {
+    let mut parts = name.iter().filter_map(|n| n.as_str());
+    matches!(
+        (parts.next(), parts.next(), parts.next()),
+        (Some("="), None, None) | (Some("pg_catalog"), Some("="), None)
+    )
+}
+
+/// `(schema, table)` qualifying a column, when the query wrote one.
+type Qualifier<'t> = Option<(Option<&'t str>, &'t str)>;
+
+/// `(schema, table qualifier, column)` of a column reference; `None` for `t.*` and for
+/// references into composite values.
+fn column_parts<'t>(c: &'t ColumnRef) -> Option<(Qualifier<'t>, &'t str)> {
+    let mut parts: [Option<&'t str>; 3] = [None; 3];
+    let mut n = 0;
+    for f in c.fields() {
+        let s = f.as_str()?;
+        if n == 3 {
+            return None;
+        }
+        parts[n] = Some(s);
+        n += 1;
+    }
+    match (n, parts) {
+        (1, [Some(col), _, _]) => Some((None, col)),
+        (2, [Some(t), Some(col), _]) => Some((Some((None, t)), col)),
+        (3, [Some(s), Some(t), Some(col)]) => Some((Some((Some(s), t)), col)),
+        _ => None,
+    }
+}
+
+impl<'t> Walker<'t, '_> {
+    /// Turns a literal, a parameter or a cast of either into a value.
+    pub fn value_of(&mut self, node: Node<'t>) -> ValueData {
+        match node {
+            Node::A_Const(c) if c.isnull => ValueData::Null,
+            Node::A_Const(c) => match c.val() {
+                Some(ConstValue::Integer(i)) => ValueData::Integer(i64::from(i)),
+                Some(ConstValue::Float(f)) => match f.parse::<i64>() {
+                    Ok(i) => ValueData::Integer(i),
+                    Err(_) => ValueData::Numeric(self.s.intern(f)),
+                },
+                Some(ConstValue::String(s)) => ValueData::String(self.s.intern(s)),
+                Some(ConstValue::Boolean(b)) => ValueData::Boolean(b),
+                _ => ValueData::Expression,
+            },
+            Node::ParamRef(p) => {
+                let number = u32::try_from(p.number).unwrap_or(0);
+                let oid =
+                    number.checked_sub(1).and_then(|i| self.param_oids.get(i as usize)).copied().unwrap_or(0);
+                ValueData::Param { number, type_oid: oid }
+            }
+            Node::TypeCast(c) => match self.value_of(c.arg()) {
+                ValueData::Param { number, type_oid: 0 } => {
+                    ValueData::Param { number, type_oid: c.type_name().map_or(0, builtin_type_oid) }
+                }
+                v => v,
+            },
+            Node::SetToDefault(_) => ValueData::Default,
+            _ => ValueData::Expression,
+        }
+    }
+
+    /// Reserves room for `n` more values, or marks the statement truncated.
+    fn room_for(&mut self, n: usize) -> bool {
+        if self.s.values.len() + n > self.limits.max_values {
+            self.truncated = true;
+            false
+        } else {
+            true
+        }
+    }
+
+    /// Records the equality predicates of a `WHERE` clause.
+    pub fn where_predicates(&mut self, where_: Node<'t>, scope: FromScope<'t>) -> W {
+        match where_ {
+            Node::BoolExpr(b) if b.boolop == BoolExprType::AND_EXPR => {
+                for arg in b.args() {
+                    self.nested(|w| w.where_predicates(arg, scope))?;
+                }
+                Ok(())
+            }
+            Node::A_Expr(e) => {
+                self.comparison(e, scope);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn comparison(&mut self, e: &'t A_Expr, scope: FromScope<'t>) {
+        if !is_equals(e.name()) {
+            return;
+        }
+        let (column, other) = match (e.lexpr(), e.rexpr()) {
+            (Node::ColumnRef(c), other) => (c, other),
+            (other, Node::ColumnRef(c)) if e.kind == A_Expr_Kind::AEXPR_OP => (c, other),
+            _ => return,
+        };
+        let Some((qualifier, col)) = column_parts(column) else {
+            return;
+        };
+        let start = self.s.values.len();
+        let op = match (e.kind, other) {
+            (A_Expr_Kind::AEXPR_OP, v) => {
+                if !self.push_values(std::iter::once(v), 1) {
+                    return;
+                }
+                PredicateOp::Equals
+            }
+            (A_Expr_Kind::AEXPR_IN, Node::NodeList(list)) => {
+                if !self.push_values(list.iter(), list.len()) {
+                    return;
+                }
+                PredicateOp::In
+            }
+            (A_Expr_Kind::AEXPR_OP_ANY, Node::A_ArrayExpr(a)) => {
+                if !self.push_values(a.elements().iter(), a.elements().len()) {
+                    return;
+                }
+                PredicateOp::In
+            }
+            (A_Expr_Kind::AEXPR_OP_ANY, v) => {
+                if !self.push_values(std::iter::once(v), 1) {
+                    return;
+                }
+                PredicateOp::AnyArray
+            }
+            _ => return,
+        };
+        let (schema, table) = self.resolve(scope, qualifier);
+        let column = self.s.intern(col);
+        let values = range(start, self.s.values.len());
+        self.s.preds.push(PredData { schema, table, column, op, values });
+    }
+
+    /// Appends the values if all are literals or parameters; leaves nothing behind otherwise.
+    fn push_values(&mut self, nodes: impl Iterator<Item = Node<'t>>, n: usize) -> bool {
+        if !self.room_for(n) {
+            return false;
+        }
+        let start = self.s.values.len();
+        let arena = self.s.arena.len();
+        for node in nodes {
+            let v = self.value_of(node);
+            if matches!(v, ValueData::Expression | ValueData::Default) {
+                self.s.values.truncate(start);
+                self.s.arena.truncate(arena);
+                return false;
+            }
+            self.s.values.push(v);
+        }
+        true
+    }
+
+    fn resolve(
+        &mut self,
+        scope: FromScope<'t>,
+        qualifier: Option<(Option<&'t str>, &'t str)>,
+    ) -> (Option<Span>, Option<Span>) {
+        let resolved = scope.resolve(&|n: &str| self.is_cte(n), qualifier);
+        match resolved {
+            Resolved::Table(rv) => {
+                let schema = rv.schemaname().map(|s| self.s.intern(s));
+                let table = rv.relname().map(|t| self.s.intern(t));
+                (schema, table)
+            }
+            Resolved::NotATable | Resolved::Unknown => (None, None),
+        }
+    }
+
+    /// For `INSERT ... VALUES`: the column list and every row's values.
+    pub fn insert_values(&mut self, s: &'t InsertStmt) -> Option<InsertData> {
+        let Node::SelectStmt(sel) = s.select_stmt() else {
+            return None;
+        };
+        let rows = sel.values_lists();
+        if rows.is_empty() || sel.larg().is_some() {
+            return None;
+        }
+        let width = match rows.first() {
+            Some(Node::NodeList(first)) => first.len(),
+            _ => return None,
+        };
+        let cols = s.cols();
+        if !cols.is_empty() && cols.len() != width {
+            return None;
+        }
+        let c0 = self.s.columns.len();
+        for c in cols {
+            if let Node::ResTarget(rt) = c {
+                let span = self.s.intern(rt.name().unwrap_or(""));
+                self.s.columns.push(span);
+            }
+        }
+        let v0 = self.s.values.len();
+        for row in rows {
+            let Node::NodeList(row) = row else {
+                self.s.values.truncate(v0);
+                return None;
+            };
+            if row.len() != width {
+                self.s.values.truncate(v0);
+                return None;
+            }
+            if !self.room_for(width) {
+                break;
+            }
+            for v in row {
+                let value = self.value_of(v);
+                self.s.values.push(value);
+            }
+        }
+        Some(InsertData {
+            columns: range(c0, self.s.columns.len()),
+            values: range(v0, self.s.values.len()),
+            width: width as u32,
+        })
+    }
+}

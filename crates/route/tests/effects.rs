@@ -1,0 +1,137 @@
+//! Session-scoped effects: what a transaction-mode pooler must replay or pin for.
+
+mod common;
+
+use common::{analyze, effects};
+use route::{DiscardTarget, LockOp, LockScope, SessionEffect as E};
+
+fn set(name: &str, value: Option<&str>) -> String {
+    format!("{:?}", E::Set { name: Some(name), value })
+}
+
+#[test]
+fn set_session_but_not_set_local() {
+    assert_eq!(effects("SET work_mem = '1GB'"), [set("work_mem", Some("1GB"))]);
+    assert_eq!(effects("SET SESSION work_mem = '1GB'"), [set("work_mem", Some("1GB"))]);
+    assert_eq!(effects("set Search_Path = \"App\""), [set("search_path", Some("App"))]);
+    assert!(effects("SET LOCAL work_mem = '1GB'").is_empty());
+    assert!(effects("SET LOCAL work_mem TO DEFAULT").is_empty());
+    assert!(effects("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE").is_empty());
+    assert_eq!(effects("SET ROLE admin"), [set("role", Some("admin"))]);
+    assert_eq!(effects("SET work_mem FROM CURRENT"), [set("work_mem", None)]);
+    assert_eq!(effects("SET work_mem TO DEFAULT"), [format!("{:?}", E::Reset { name: Some("work_mem") })]);
+    assert_eq!(effects("RESET work_mem"), [format!("{:?}", E::Reset { name: Some("work_mem") })]);
+    assert_eq!(effects("RESET ALL"), [format!("{:?}", E::Reset { name: None })]);
+    assert!(effects("SHOW work_mem").is_empty());
+}
+
+#[test]
+fn set_config_is_a_session_set_unless_local() {
+    assert_eq!(effects("SELECT set_config('app.user', '42', false)"), [set("app.user", Some("42"))]);
+    assert_eq!(effects("SELECT pg_catalog.set_config('a', 'b', 'false')"), [set("a", Some("b"))]);
+    assert_eq!(effects("SELECT set_config('a', 'b', 'off'::boolean)"), [set("a", Some("b"))]);
+    assert!(effects("SELECT set_config('a', 'b', true)").is_empty());
+    assert!(effects("SELECT set_config('a', 'b', 't')").is_empty());
+    assert!(effects("SELECT set_config('a', 'b', 'on'::bool)").is_empty());
+    // A computed name, value or flag is still a session change, just an unknown one.
+    assert_eq!(
+        effects("SELECT set_config(current_setting('x'), $1, $2)"),
+        [format!("{:?}", E::Set { name: None, value: None })]
+    );
+    assert_eq!(
+        effects("UPDATE t SET a = 1 WHERE set_config('a', 'b', false) IS NOT NULL"),
+        [set("a", Some("b"))]
+    );
+    assert!(!analyze("SELECT set_config('a', 'b', false)").writes());
+}
+
+#[test]
+fn advisory_locks() {
+    let lock = |scope, op| format!("{:?}", E::AdvisoryLock { scope, op });
+    assert_eq!(effects("SELECT pg_advisory_lock(1)"), [lock(LockScope::Session, LockOp::Acquire)]);
+    assert_eq!(effects("SELECT pg_try_advisory_lock(1, 2)"), [lock(LockScope::Session, LockOp::Acquire)]);
+    assert_eq!(effects("SELECT pg_advisory_lock_shared(1)"), [lock(LockScope::Session, LockOp::Acquire)]);
+    assert_eq!(effects("SELECT pg_advisory_unlock(1)"), [lock(LockScope::Session, LockOp::Release)]);
+    assert_eq!(effects("SELECT pg_advisory_unlock_all()"), [lock(LockScope::Session, LockOp::ReleaseAll)]);
+    assert_eq!(effects("SELECT pg_advisory_xact_lock(1)"), [lock(LockScope::Transaction, LockOp::Acquire)]);
+    assert_eq!(
+        effects("SELECT pg_try_advisory_xact_lock_shared(1)"),
+        [lock(LockScope::Transaction, LockOp::Acquire)]
+    );
+    assert_eq!(
+        effects("SELECT * FROM jobs WHERE pg_try_advisory_lock(id) LIMIT 1"),
+        [lock(LockScope::Session, LockOp::Acquire)]
+    );
+    assert!(analyze("SELECT pg_advisory_lock(1)").writes());
+    assert!(effects("SELECT myschema.pg_advisory_lock(1)").is_empty());
+}
+
+#[test]
+fn listen_unlisten() {
+    assert_eq!(effects("LISTEN jobs"), [format!("{:?}", E::Listen { channel: "jobs" })]);
+    assert_eq!(effects("UNLISTEN jobs"), [format!("{:?}", E::Unlisten { channel: Some("jobs") })]);
+    assert_eq!(effects("UNLISTEN *"), [format!("{:?}", E::Unlisten { channel: None })]);
+    assert!(effects("NOTIFY jobs").is_empty());
+}
+
+#[test]
+fn temporary_objects() {
+    let temp = |name, on_commit_drop| format!("{:?}", E::TempTable { name, on_commit_drop });
+    assert_eq!(effects("CREATE TEMP TABLE scratch (id int)"), [temp("scratch", false)]);
+    assert_eq!(effects("CREATE TEMPORARY TABLE IF NOT EXISTS s (id int)"), [temp("s", false)]);
+    assert_eq!(effects("CREATE GLOBAL TEMPORARY TABLE s (id int)"), [temp("s", false)]);
+    assert_eq!(effects("CREATE TEMP TABLE s (id int) ON COMMIT DROP"), [temp("s", true)]);
+    assert_eq!(effects("CREATE TEMP TABLE s (id int) ON COMMIT DELETE ROWS"), [temp("s", false)]);
+    assert_eq!(effects("CREATE TABLE pg_temp.s (id int)"), [temp("s", false)]);
+    assert_eq!(effects("CREATE TEMP TABLE s AS SELECT 1"), [temp("s", false)]);
+    assert_eq!(effects("CREATE TEMP TABLE s ON COMMIT DROP AS SELECT 1"), [temp("s", true)]);
+    assert_eq!(effects("SELECT * INTO TEMP s FROM t"), [temp("s", false)]);
+    assert_eq!(effects("CREATE TEMP VIEW v AS SELECT 1"), [temp("v", false)]);
+    assert_eq!(effects("CREATE TEMP SEQUENCE q"), [temp("q", false)]);
+    assert!(effects("CREATE TABLE s (id int)").is_empty());
+    assert!(effects("CREATE UNLOGGED TABLE s (id int)").is_empty());
+    assert!(effects("CREATE TABLE \"pg_temp\" (id int)").is_empty());
+}
+
+#[test]
+fn cursors_prepared_statements_discard_load() {
+    assert_eq!(
+        effects("DECLARE c CURSOR WITH HOLD FOR SELECT 1"),
+        [format!("{:?}", E::HoldCursor { name: "c" })]
+    );
+    assert!(effects("DECLARE c CURSOR FOR SELECT 1").is_empty());
+    assert!(effects("DECLARE c CURSOR WITHOUT HOLD FOR SELECT 1").is_empty());
+    assert_eq!(effects("CLOSE c"), [format!("{:?}", E::CloseCursor { name: Some("c") })]);
+    assert_eq!(effects("CLOSE ALL"), [format!("{:?}", E::CloseCursor { name: None })]);
+    assert_eq!(effects("PREPARE q AS SELECT 1"), [format!("{:?}", E::Prepare { name: "q" })]);
+    assert_eq!(effects("DEALLOCATE q"), [format!("{:?}", E::Deallocate { name: Some("q") })]);
+    assert_eq!(effects("DEALLOCATE ALL"), [format!("{:?}", E::Deallocate { name: None })]);
+    assert_eq!(effects("DISCARD ALL"), [format!("{:?}", E::Discard(DiscardTarget::All))]);
+    assert_eq!(effects("LOAD 'auto_explain'"), [format!("{:?}", E::Load)]);
+}
+
+#[test]
+fn effects_of_statements_that_do_not_run() {
+    // Preparing or explaining (without ANALYZE) executes nothing.
+    assert_eq!(
+        effects("PREPARE q AS SELECT pg_advisory_lock(1), set_config('a', 'b', false)"),
+        [format!("{:?}", E::Prepare { name: "q" })]
+    );
+    assert!(effects("EXPLAIN SELECT pg_advisory_lock(1)").is_empty());
+    assert_eq!(effects("EXPLAIN ANALYZE SELECT pg_advisory_lock(1)").len(), 1);
+    assert_eq!(
+        effects("EXPLAIN ANALYZE CREATE TEMP TABLE s AS SELECT 1"),
+        [format!("{:?}", E::TempTable { name: "s", on_commit_drop: false })]
+    );
+    // The cursor's query runs when it is fetched from.
+    assert_eq!(effects("DECLARE c CURSOR FOR SELECT set_config('a', 'b', false)"), [set("a", Some("b"))]);
+}
+
+#[test]
+fn effects_are_listed_per_statement_in_order() {
+    let a = analyze("SET a = 1; SELECT 1; LISTEN x; SET LOCAL b = 2; SELECT pg_advisory_unlock_all()");
+    let per_statement: Vec<usize> = a.statements().map(|s| s.session_effects().count()).collect();
+    assert_eq!(per_statement, [1, 0, 1, 0, 1]);
+    assert!(a.has_session_effects());
+    assert!(!analyze("SELECT 1; SET LOCAL x = 1").has_session_effects());
+}
