@@ -204,7 +204,8 @@ def charts(points, targets, labels, out_dir, mode):
         colours[t] = palette[i % len(palette)]
 
     # TPS against clients, one panel per protocol (select-only points).
-    protocols = [pr for pr in ("simple", "extended", "prepared") if any(p.protocol == pr for p in points)]
+    protocols = [pr for pr in ("simple", "extended", "prepared")
+                 if any(p.protocol == pr and p.ok_runs(t) for p in points for t in targets)]
     if protocols:
         fig, axes = plt.subplots(1, len(protocols), figsize=(5.2 * len(protocols), 4.4), squeeze=False)
         for ax, proto in zip(axes[0], protocols):
