@@ -392,7 +392,7 @@ def cmd_report(args):
     for p in points:
         v = p.median("pgvia", "tps")
         if math.isnan(v):
-            not_run.append(f"{p.label} at {p.clients} clients ({p.notes.get('pgvia', 'no pgvia run')})")
+            not_run.append((p, p.notes.get("pgvia", "no pgvia run")))
             continue
         row = [p.label, p.clients]
         for b in bouncers:
@@ -407,7 +407,11 @@ def cmd_report(args):
     w("A TPS ratio above 1 favours pgvia; a CPU ratio below 1 favours pgvia.")
     w("")
     if not_run:
-        w("Not compared: " + "; ".join(not_run) + ".")
+        grouped = defaultdict(list)  # (label, note) -> client counts, in order
+        for p, note in not_run:
+            grouped[(p.label, note)].append(str(p.clients))
+        w("Not compared: " + "; ".join(f"{label} at {', '.join(cs)} client{'s' if cs != ['1'] else ''} ({note})"
+                                       for (label, note), cs in grouped.items()) + ".")
         w("")
     for name in made:
         alt = {"tps.png": "TPS against clients per protocol", "cpu.png": "Proxy CPU per 1,000 transactions"}[name]
