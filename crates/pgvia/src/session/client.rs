@@ -190,7 +190,7 @@ impl Session<'_> {
             if *self.shutdown.borrow() != Phase::Running {
                 return Some(RelayEnd::Shutdown);
             }
-            relay::ensure_room(&mut self.bufs.from_client);
+            relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
             // Replies of the last transaction may still be on their way to the client.
             let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
             tokio::select! {

@@ -31,12 +31,10 @@ pub struct Buffers {
 }
 
 impl Buffers {
+    /// Empty buffers: an idle client costs no buffer memory until it sends or receives
+    /// something; reads make room as they need it (`ensure_room`).
     pub fn new() -> Self {
-        Self {
-            from_client: BytesMut::with_capacity(8 * 1024),
-            to_server: BytesMut::with_capacity(8 * 1024),
-            to_client: BytesMut::with_capacity(16 * 1024),
-        }
+        Self::default()
     }
 }
 
@@ -104,12 +102,17 @@ fn move_prefix(src: &mut BytesMut, dst: &mut BytesMut, n: usize) {
 
 /// Makes sure a read has room for a useful amount of data. `BytesMut` reclaims its whole
 /// allocation once everything in it was consumed, so this rarely allocates.
-pub fn ensure_room(buf: &mut BytesMut) {
-    const MIN_READ: usize = 8 * 1024;
-    if buf.capacity() - buf.len() < MIN_READ {
-        buf.reserve(MIN_READ);
+pub fn ensure_room(buf: &mut BytesMut, min_read: usize) {
+    if buf.capacity() - buf.len() < min_read {
+        buf.reserve(min_read);
     }
 }
+
+/// Room for a read while relaying.
+pub const RELAY_READ: usize = 8 * 1024;
+/// Room for a read while the client holds no server: small, so idle clients stay cheap; the
+/// buffer grows when a client does send more.
+pub const IDLE_READ: usize = 2 * 1024;
 
 /// What a batch of client bytes held.
 struct ClientScan {
@@ -256,8 +259,8 @@ pub async fn relay(
         {
             return RelayEnd::Shutdown;
         }
-        ensure_room(&mut server.read_buf);
-        ensure_room(&mut bufs.from_client);
+        ensure_room(&mut server.read_buf, RELAY_READ);
+        ensure_room(&mut bufs.from_client, RELAY_READ);
         // Borrow the socket halves and the server's fields separately so one select can wait
         // on all four directions.
         let (mut sr, mut sw) = server.stream.split();
