@@ -35,10 +35,14 @@ pub enum AppError {
     Tls(#[from] TlsError),
     #[error("user \"{user}\": {source}")]
     Secret { user: String, source: crate::auth::SecretError },
+    #[error("SQL analysis options: {0}")]
+    Analysis(#[from] route::OptionsError),
 }
 
 pub struct App {
     config: Arc<Config>,
+    /// SQL analysis, shared by every session (its cache is concurrent).
+    pub analyzer: route::Analyzer,
     pub pools: Pools,
     pub cancels: Arc<CancelRegistry>,
     pub tls: Option<TlsAcceptor>,
@@ -69,7 +73,9 @@ impl App {
         }
         let db_clients = config.databases.iter().map(|d| (d.name.clone(), AtomicUsize::new(0))).collect();
         let (phase, _) = watch::channel(Phase::Running);
+        let analyzer = route::Analyzer::new(config.analyzer_options())?;
         Ok(Arc::new(Self {
+            analyzer,
             config: Arc::new(config),
             pools: Pools::default(),
             cancels: Arc::new(CancelRegistry::default()),

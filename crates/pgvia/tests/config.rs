@@ -268,14 +268,13 @@ pool_mode = "statement"
             "4: general.log_level: expected a level (error, warn, info, debug, trace, off) or directives \
              such as \"info,pgvia::pool=debug\", got \"loud\"",
             "7: pool.pool_size: must be at least 1",
-            "8: pool.pool_mode: pool_mode \"transaction\" is not implemented yet; use \"session\"",
             "15: databases[1].name: duplicate database name \"app\" (first at databases[0])",
             "16: databases[1].host: expected an IP address or a hostname, got \"\"",
             "17: databases[1].min_idle: min_idle 3 is larger than pool_size 2",
             "21: users[0].name: must be a non-empty name without NUL characters",
             // A missing key points at its table.
             "24: users[1].password: required because auth_method is \"scram-sha-256\"",
-            "26: users[1].pool_mode: pool_mode \"statement\" is not implemented yet; use \"session\"",
+            "26: users[1].pool_mode: pool_mode \"statement\" is not implemented yet; use \"transaction\" or \"session\"",
         ]
     );
 }

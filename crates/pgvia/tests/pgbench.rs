@@ -1,4 +1,5 @@
-//! pgbench through pgvia: 20 clients sharing a session-mode pool of 5 servers for 10 s, with
+//! pgbench through pgvia: 20 clients sharing a session-mode pool of 5 servers for 10 s, and 50
+//! clients sharing a transaction-mode pool of 5 for 15 s, with
 //! the simple and the extended protocol, finish with transactions done and none failed.
 
 // Helpers outside #[test] functions unwrap too: a failed step is a failed test.
@@ -34,9 +35,12 @@ async fn pgbench(pg: &Cluster, proxy: &TestProxy, args: &[&str]) -> String {
     format!("{}\n{}", text(&out.stdout), text(&out.stderr))
 }
 
-async fn bench(protocol: &str) {
+async fn bench(mode: &str, protocol: &str, clients: u32, seconds: u32) {
     let pg = start_pg();
-    let config = ConfigBuilder::new(&pg).pool("pool_size = 5").pool("checkout_timeout = \"60s\"");
+    let config = ConfigBuilder::new(&pg)
+        .pool(&format!("pool_mode = \"{mode}\""))
+        .pool("pool_size = 5")
+        .pool("checkout_timeout = \"60s\"");
     let proxy = TestProxy::start(&config).await;
 
     // Initialisation (tables, a COPY of the accounts, indexes) also goes through pgvia.
@@ -60,7 +64,8 @@ async fn bench(protocol: &str) {
         })
     };
     let protocol_arg = format!("--protocol={protocol}");
-    let out = pgbench(&pg, &proxy, &["-c", "20", "-j", "2", "-T", "10", &protocol_arg]).await;
+    let (clients, seconds) = (clients.to_string(), seconds.to_string());
+    let out = pgbench(&pg, &proxy, &["-c", &clients, "-j", "2", "-T", &seconds, &protocol_arg]).await;
     watching.store(false, Ordering::Relaxed);
     let (most_active, most_waiting) = watcher.await.unwrap();
     let processed = field(&out, "number of transactions actually processed:")
@@ -75,7 +80,7 @@ async fn bench(protocol: &str) {
     let history = pg.psql(DB, "select count(*) from pgbench_history").expect("count history");
     assert_eq!(history, processed.to_string(), "pgbench_history rows vs transactions\n{out}");
 
-    // Never more than the pool's 5 servers for the 20 clients, who had to queue for them.
+    // Never more than the pool's 5 servers for the clients, who had to queue for them.
     assert!(most_active <= 5, "{most_active} servers in use at once");
     assert_eq!(most_active, 5, "the pool was not used to its size");
     assert!(most_waiting >= 1, "no client ever waited for a server");
@@ -88,12 +93,28 @@ async fn bench(protocol: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pgbench_simple_protocol_20_clients_pool_of_5() {
-    tokio::time::timeout(Duration::from_secs(100), bench("simple")).await.expect("pgbench run within 100 s");
+    tokio::time::timeout(Duration::from_secs(100), bench("session", "simple", 20, 10))
+        .await
+        .expect("pgbench run within 100 s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pgbench_extended_protocol_20_clients_pool_of_5() {
-    tokio::time::timeout(Duration::from_secs(100), bench("extended"))
+    tokio::time::timeout(Duration::from_secs(100), bench("session", "extended", 20, 10))
         .await
         .expect("pgbench run within 100 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbench_transaction_mode_simple_50_clients_pool_of_5() {
+    tokio::time::timeout(Duration::from_secs(120), bench("transaction", "simple", 50, 15))
+        .await
+        .expect("pgbench run within 120 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbench_transaction_mode_extended_50_clients_pool_of_5() {
+    tokio::time::timeout(Duration::from_secs(120), bench("transaction", "extended", 50, 15))
+        .await
+        .expect("pgbench run within 120 s");
 }

@@ -80,10 +80,10 @@ impl Validator {
     /// Checks on the pool keys a layer sets itself.
     fn layer(&mut self, layer: &Layer) {
         let at = |key: &str| format!("{}.{key}", layer.path);
-        if let Some(mode) = layer.pool_mode.filter(|m| *m != PoolMode::Session) {
+        if let Some(mode) = layer.pool_mode.filter(|m| *m == PoolMode::Statement) {
             self.report(
                 at("pool_mode"),
-                format!("pool_mode \"{mode}\" is not implemented yet; use \"session\""),
+                format!("pool_mode \"{mode}\" is not implemented yet; use \"transaction\" or \"session\""),
             );
         }
         if layer.pool_size == Some(0) {

@@ -19,6 +19,7 @@ pub use checkout::Checkout;
 
 use crate::config::PoolSettings;
 use crate::server::{ServerAddress, ServerConn, ServerError, ServerParams};
+use crate::session::PinReason;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PoolKey {
@@ -47,6 +48,8 @@ pub struct PoolStats {
     pub checkouts: AtomicU64,
     pub checkout_timeouts: AtomicU64,
     pub resets_failed: AtomicU64,
+    /// Clients pinned to their server in transaction mode, by [`PinReason`] index.
+    pub pins: [AtomicU64; PinReason::ALL.len()],
 }
 
 pub struct Pool {

@@ -5,14 +5,17 @@ use std::sync::Arc;
 
 use bytes::Buf;
 use bytes::BytesMut;
+use route::StatementKind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
+use wire::backend::TransactionStatus;
 use wire::frontend::FrontendMessage;
 use wire::FrameDecoder;
 
 use super::error::SessionError;
 use super::relay::{self, Buffers, RelayEnd};
 use super::settings;
+use super::state::{self, SessionState};
 use crate::app::{App, Phase};
 use crate::cancel::CancelKey;
 use crate::config::PoolMode;
@@ -21,12 +24,39 @@ use crate::pool::{Checkout, Pool};
 use crate::server::ServerParams;
 use crate::server::CANCEL_SETTLE;
 
+/// A transaction-control statement pgvia answers itself while the client holds no server.
+enum Local {
+    /// A lone `BEGIN`/`START TRANSACTION`: the server is taken at the first real statement, so
+    /// where that statement should run can still be chosen. Carries the command tag.
+    Begin(&'static str),
+    /// `COMMIT`/`ROLLBACK` of a transaction that never needed a server.
+    End(&'static str),
+}
+
+/// Whether a simple query is a lone transaction-control statement that needs no server yet.
+fn local_answer(analyzer: &route::Analyzer, sql: &str, begun: bool) -> Option<Local> {
+    let analysis = analyzer.analyze(sql, &[]);
+    if analysis.is_conservative() || analysis.len() != 1 {
+        return None;
+    }
+    let statement = analysis.statement(0)?;
+    let first_word = sql.get(statement.location())?.split_whitespace().next()?.to_ascii_uppercase();
+    match (statement.kind(), begun) {
+        (StatementKind::Begin(_), false) => {
+            Some(Local::Begin(if first_word == "START" { "START TRANSACTION" } else { "BEGIN" }))
+        }
+        (StatementKind::Commit { chain: false }, true) => Some(Local::End("COMMIT")),
+        (StatementKind::Rollback { chain: false }, true) => Some(Local::End("ROLLBACK")),
+        _ => None,
+    }
+}
+
 pub struct Session<'a> {
     pub app: &'a App,
     pub client: &'a mut ClientStream,
     pub pool: Arc<Pool>,
-    /// Settings the client asked for at startup, applied to every server it is given.
-    pub settings: &'a [(String, String)],
+    /// Settings and pins: what follows the client from server to server.
+    pub state: SessionState,
     pub cancel: CancelKey,
     /// The parameter values the client has been told (ParameterStatus).
     pub told: ServerParams,
@@ -34,6 +64,8 @@ pub struct Session<'a> {
     pub decoder: FrameDecoder,
     pub shutdown: watch::Receiver<Phase>,
     pub server: Option<Checkout>,
+    /// A `BEGIN` answered locally, to be sent ahead of the client's next statement.
+    pub deferred_begin: Option<bytes::Bytes>,
 }
 
 impl Session<'_> {
@@ -85,17 +117,29 @@ impl Session<'_> {
                 }
             }
             let Some(checkout) = self.server.as_mut() else { continue };
+            let tracking = release_when_quiescent.then_some(relay::Tracking {
+                analyzer: &self.app.analyzer,
+                state: &mut self.state,
+                pool: &self.pool,
+            });
             let end = relay::relay(
                 self.client,
                 checkout.conn(),
                 &mut self.bufs,
                 &self.decoder,
                 &mut self.shutdown,
-                release_when_quiescent,
+                tracking,
             )
             .await;
             match end {
-                RelayEnd::Quiescent => self.give_back_quiescent().await,
+                RelayEnd::Quiescent => {
+                    if let Err(e) = self.refresh_state().await {
+                        return RelayEnd::Error(e);
+                    }
+                    if self.state.pins.is_empty() {
+                        self.give_back_quiescent().await;
+                    }
+                }
                 other => return other,
             }
         }
@@ -124,13 +168,21 @@ impl Session<'_> {
                     // Garbage must not cost a server: check the first message before asking
                     // the pool for one.
                     let frame = &self.bufs.from_client[..len];
-                    return match (frame[0], FrontendMessage::parse_body(frame[0], &frame[5..])) {
+                    let local = match (frame[0], FrontendMessage::parse_body(frame[0], &frame[5..])) {
                         (_, Err(e)) if frame[0] != wire::frontend::tag::COPY_DATA => {
-                            Some(RelayEnd::Error(e.into()))
+                            return Some(RelayEnd::Error(e.into()))
                         }
-                        (wire::frontend::tag::TERMINATE, _) => Some(RelayEnd::ClientDone),
+                        (wire::frontend::tag::TERMINATE, _) => return Some(RelayEnd::ClientDone),
+                        (_, Ok(FrontendMessage::Query { sql }))
+                            if self.pool.settings.pool_mode != PoolMode::Session =>
+                        {
+                            local_answer(&self.app.analyzer, sql, self.deferred_begin.is_some())
+                        }
                         _ => None,
                     };
+                    let local = local?;
+                    self.answer_locally(local, len);
+                    continue;
                 }
                 Ok(None) => {}
                 Err(e) => return Some(RelayEnd::Error(e.into())),
@@ -138,7 +190,7 @@ impl Session<'_> {
             if *self.shutdown.borrow() != Phase::Running {
                 return Some(RelayEnd::Shutdown);
             }
-            relay::ensure_room(&mut self.bufs.from_client);
+            relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
             // Replies of the last transaction may still be on their way to the client.
             let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
             tokio::select! {
@@ -165,21 +217,88 @@ impl Session<'_> {
         }
     }
 
+    /// Answers a transaction-control statement without a server (see [`local_answer`]).
+    fn answer_locally(&mut self, local: Local, len: usize) {
+        let frame = self.bufs.from_client.split_to(len);
+        let (tag, status) = match local {
+            Local::Begin(tag) => {
+                self.deferred_begin = Some(frame.freeze());
+                (tag, TransactionStatus::InTransaction)
+            }
+            Local::End(tag) => {
+                self.deferred_begin = None;
+                (tag, TransactionStatus::Idle)
+            }
+        };
+        wire::build::command_complete(&mut self.bufs.to_client, tag);
+        wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
+    }
+
     /// Takes a server from the pool, brings it to the client's settings, tells the client
     /// about parameters that differ from what it was told, and points cancels at it.
     async fn assign(&mut self) -> Result<(), SessionError> {
         let mut checkout = self.pool.checkout().await?;
         let timeout = self.app.config().general.server_reset_timeout;
-        let applied = settings::apply(checkout.conn(), self.settings, timeout).await;
+        let applied = settings::apply(checkout.conn(), &self.state.settings, timeout).await;
         let conn = checkout.conn();
         self.cancel.slot.set(Some(conn.cancel_target()));
-        for (name, value) in &conn.params {
+        if let Some(begin) = self.deferred_begin.take() {
+            // The client was told its BEGIN succeeded; the server hears it now, first, and
+            // its reply is not passed on a second time.
+            self.bufs.to_server.extend_from_slice(&begin);
+            conn.tracker.client_sent(wire::frontend::tag::QUERY);
+            conn.swallow_replies += 1;
+            conn.dirty = true;
+        }
+        self.server = Some(checkout);
+        self.tell_parameter_changes();
+        applied
+    }
+
+    /// Sends the client ParameterStatus for every reported parameter of its server that
+    /// differs from what the client was last told.
+    fn tell_parameter_changes(&mut self) {
+        let Some(checkout) = self.server.as_ref() else { return };
+        for (name, value) in &checkout.conn_ref().params {
             if self.told.get(name) != Some(value) {
                 wire::build::parameter_status(&mut self.bufs.to_client, name, value);
                 self.told.insert(name.clone(), value.clone());
             }
         }
-        self.server = Some(checkout);
-        applied
+    }
+
+    /// At the end of a transaction that may have changed the session: reads the settings and
+    /// the pins back from the server, restores startup settings a RESET took away, and tells
+    /// the client about parameters that changed on the way.
+    async fn refresh_state(&mut self) -> Result<(), SessionError> {
+        let timeout = self.app.config().general.server_reset_timeout;
+        let user = self.pool.key.user.clone();
+        let Some(checkout) = self.server.as_mut() else { return Ok(()) };
+        let conn = checkout.conn();
+        if self.state.recheck_pins && !self.state.pins.is_empty() {
+            let rows = conn.query_rows(&state::pin_check_query(&user), timeout).await?;
+            let row = rows.first().ok_or(SessionError::ProtocolState("pin check returned no row"))?;
+            let held: Vec<_> = state::pin_check_reasons()
+                .into_iter()
+                .zip(row.iter())
+                .map(|(reason, v)| (reason, v.as_deref() == Some("t")))
+                .collect();
+            self.state.set_checked_pins(&held);
+        }
+        self.state.recheck_pins = false;
+        if self.state.settings_changed {
+            let rows = conn.query_rows(state::SESSION_SETTINGS_QUERY, timeout).await?;
+            let reported = rows
+                .into_iter()
+                .filter_map(|r| match r.as_slice() {
+                    [Some(name), Some(value)] => Some((name.clone(), value.clone())),
+                    _ => None,
+                })
+                .collect();
+            conn.applied = self.state.set_settings_from_server(reported).into_iter().collect();
+            settings::apply(conn, &self.state.settings, timeout).await?;
+        }
+        self.tell_parameter_changes();
+        Ok(())
     }
 }

@@ -10,6 +10,7 @@ mod login;
 mod relay;
 mod settings;
 mod startup;
+mod state;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use wire::{build, FrameDecoder};
 
 pub use error::SessionError;
 use startup::Opening;
+pub use state::PinReason;
 
 use crate::app::App;
 use crate::net::ClientStream;
@@ -117,13 +119,14 @@ async fn logged_in(
         app,
         client: stream,
         pool,
-        settings: &identity.settings,
+        state: state::SessionState::new(identity.settings.clone()),
         cancel,
         told,
         bufs,
         decoder: FrameDecoder::new(config.general.max_message_size as usize),
         shutdown: app.shutdown_watch(),
         server: None,
+        deferred_begin: None,
     };
     session.run(out).await;
     // The client hears why it was closed before the server is reset, which may take a

@@ -12,8 +12,10 @@ use wire::frontend::{self, FrontendMessage};
 use wire::FrameDecoder;
 
 use super::error::SessionError;
+use super::state::SessionState;
 use crate::app::Phase;
 use crate::net::ClientStream;
+use crate::pool::Pool;
 use crate::server::{ServerConn, ServerError, ServerEvent};
 
 /// Stop reading a side while this much is waiting to be written to the other: the slower
@@ -29,12 +31,10 @@ pub struct Buffers {
 }
 
 impl Buffers {
+    /// Empty buffers: an idle client costs no buffer memory until it sends or receives
+    /// something; reads make room as they need it (`ensure_room`).
     pub fn new() -> Self {
-        Self {
-            from_client: BytesMut::with_capacity(8 * 1024),
-            to_server: BytesMut::with_capacity(8 * 1024),
-            to_client: BytesMut::with_capacity(16 * 1024),
-        }
+        Self::default()
     }
 }
 
@@ -55,6 +55,37 @@ pub enum RelayEnd {
     Quiescent,
 }
 
+/// Transaction pooling: what the relay needs to follow the client's session state.
+pub struct Tracking<'a> {
+    pub analyzer: &'a route::Analyzer,
+    pub state: &'a mut SessionState,
+    pub pool: &'a Pool,
+}
+
+impl Tracking<'_> {
+    /// Reads what a Query or Parse may do to the session.
+    fn observe(&mut self, tag: u8, body: &[u8]) {
+        let analysis = match FrontendMessage::parse_body(tag, body) {
+            Ok(FrontendMessage::Query { sql }) => self.analyzer.analyze(sql, &[]),
+            Ok(FrontendMessage::Parse(p)) => {
+                let oids: Vec<u32> = p.param_types.iter().collect();
+                self.analyzer.analyze(p.query, &oids)
+            }
+            _ => return,
+        };
+        let added = self.state.observe(&analysis);
+        for reason in added.reasons() {
+            self.pool.stats.pins[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(pool = %self.pool.name, reason = reason.as_str(), "client pinned to its server until the effect ends");
+        }
+    }
+
+    /// Whether the server may go back to the pool now, or must at least stop for a check.
+    fn may_release(&self) -> bool {
+        self.state.pins.is_empty() || self.state.recheck_pins || self.state.settings_changed
+    }
+}
+
 /// Moves the first `n` bytes of `src` to the end of `dst`, without copying when `dst` is
 /// empty and `src` is taken whole (the common case).
 fn move_prefix(src: &mut BytesMut, dst: &mut BytesMut, n: usize) {
@@ -71,12 +102,17 @@ fn move_prefix(src: &mut BytesMut, dst: &mut BytesMut, n: usize) {
 
 /// Makes sure a read has room for a useful amount of data. `BytesMut` reclaims its whole
 /// allocation once everything in it was consumed, so this rarely allocates.
-pub fn ensure_room(buf: &mut BytesMut) {
-    const MIN_READ: usize = 8 * 1024;
-    if buf.capacity() - buf.len() < MIN_READ {
-        buf.reserve(MIN_READ);
+pub fn ensure_room(buf: &mut BytesMut, min_read: usize) {
+    if buf.capacity() - buf.len() < min_read {
+        buf.reserve(min_read);
     }
 }
+
+/// Room for a read while relaying.
+pub const RELAY_READ: usize = 8 * 1024;
+/// Room for a read while the client holds no server: small, so idle clients stay cheap; the
+/// buffer grows when a client does send more.
+pub const IDLE_READ: usize = 2 * 1024;
 
 /// What a batch of client bytes held.
 struct ClientScan {
@@ -86,7 +122,12 @@ struct ClientScan {
     error: Option<SessionError>,
 }
 
-fn scan_client(buf: &[u8], decoder: &FrameDecoder, server: &mut ServerConn) -> ClientScan {
+fn scan_client(
+    buf: &[u8],
+    decoder: &FrameDecoder,
+    server: &mut ServerConn,
+    mut tracking: Option<&mut Tracking<'_>>,
+) -> ClientScan {
     let mut pos = 0;
     loop {
         let len = match decoder.peek_len(&buf[pos..]) {
@@ -104,6 +145,9 @@ fn scan_client(buf: &[u8], decoder: &FrameDecoder, server: &mut ServerConn) -> C
             if let Err(e) = FrontendMessage::parse_body(tag, body) {
                 return ClientScan { forward: pos, terminated: false, error: Some(e.into()) };
             }
+        }
+        if let (Some(t), frontend::tag::QUERY | frontend::tag::PARSE) = (tracking.as_deref_mut(), tag) {
+            t.observe(tag, body);
         }
         server.tracker.client_sent(tag);
         pos += len;
@@ -170,12 +214,13 @@ async fn take_client_frames(
     bufs: &mut Buffers,
     decoder: &FrameDecoder,
     server: &mut ServerConn,
+    tracking: Option<&mut Tracking<'_>>,
 ) -> Option<RelayEnd> {
     if bufs.from_client.is_empty() {
         return None;
     }
     server.dirty = true;
-    let scan = scan_client(&bufs.from_client, decoder, server);
+    let scan = scan_client(&bufs.from_client, decoder, server, tracking);
     move_prefix(&mut bufs.from_client, &mut bufs.to_server, scan.forward);
     if !scan.terminated && scan.error.is_none() {
         return None;
@@ -200,12 +245,12 @@ pub async fn relay(
     bufs: &mut Buffers,
     decoder: &FrameDecoder,
     shutdown: &mut watch::Receiver<Phase>,
-    release_when_quiescent: bool,
+    mut tracking: Option<Tracking<'_>>,
 ) -> RelayEnd {
     let mut draining = *shutdown.borrow() != Phase::Running;
     let mut server_fatal = false;
     // The client may have sent more than the message that got it this server.
-    if let Some(end) = take_client_frames(bufs, decoder, server).await {
+    if let Some(end) = take_client_frames(bufs, decoder, server, tracking.as_mut()).await {
         return end;
     }
     let (mut cr, mut cw) = tokio::io::split(client);
@@ -214,8 +259,8 @@ pub async fn relay(
         {
             return RelayEnd::Shutdown;
         }
-        ensure_room(&mut server.read_buf);
-        ensure_room(&mut bufs.from_client);
+        ensure_room(&mut server.read_buf, RELAY_READ);
+        ensure_room(&mut bufs.from_client, RELAY_READ);
         // Borrow the socket halves and the server's fields separately so one select can wait
         // on all four directions.
         let (mut sr, mut sw) = server.stream.split();
@@ -255,7 +300,10 @@ pub async fn relay(
                     let _ = cw.write_all(&bufs.to_client).await;
                     return RelayEnd::ServerLost { error, told_client: false };
                 }
-                if release_when_quiescent && scan.ready && server.tracker.is_quiescent() && bufs.to_server.is_empty() {
+                let releasable = tracking.as_ref().is_some_and(Tracking::may_release);
+                // Every Sync the client sent is answered and nothing of its is half-received.
+                let done = server.tracker.is_quiescent() && bufs.to_server.is_empty() && bufs.from_client.is_empty();
+                if releasable && scan.ready && done {
                     return RelayEnd::Quiescent;
                 }
             }
@@ -264,7 +312,7 @@ pub async fn relay(
                     Ok(0) | Err(_) => return RelayEnd::ClientDone,
                     Ok(_) => {}
                 }
-                if let Some(end) = take_client_frames(bufs, decoder, server).await {
+                if let Some(end) = take_client_frames(bufs, decoder, server, tracking.as_mut()).await {
                     return end;
                 }
             }

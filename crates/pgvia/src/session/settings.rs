@@ -21,9 +21,7 @@ pub async fn apply(
     server.dirty = true;
     match server.run_internal(&[&sql], timeout).await {
         Ok(()) => {
-            for (k, v) in wanted {
-                server.applied.insert(k.clone(), v.clone());
-            }
+            server.applied = wanted.iter().cloned().collect();
             Ok(())
         }
         Err(ServerError::Query { code, message }) => Err(SessionError::ServerRefused { code, message }),
@@ -31,18 +29,30 @@ pub async fn apply(
     }
 }
 
+/// The fewest `set_config` calls that take the server from what pgvia applied on it (for an
+/// earlier client, in transaction mode) to `wanted`: settings the server already has are
+/// skipped, settings only the earlier client had are reset.
 fn statement(server: &ServerConn, wanted: &[(String, String)]) -> Option<String> {
+    // GUC names are case-insensitive: a client may send "datestyle" for "DateStyle".
     let needed = wanted.iter().filter(|(name, value)| {
-        // GUC names are case-insensitive: a client may send "datestyle" for "DateStyle".
         let same = |(k, v): (&String, &String)| k.eq_ignore_ascii_case(name) && v == value;
-        !(server.params.iter().any(same) || server.applied.iter().any(same))
+        match server.applied.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)) {
+            Some(applied) => !same(applied),
+            None => !server.params.iter().any(same),
+        }
     });
-    set_config_select(needed, false)
+    let stale =
+        server.applied.keys().filter(|k| !wanted.iter().any(|(name, _)| name.eq_ignore_ascii_case(k)));
+    let calls = needed
+        .map(|(name, value)| (name.as_str(), Some(value.as_str())))
+        .chain(stale.map(|name| (name.as_str(), None)));
+    set_config_select(calls, false)
 }
 
-/// `SELECT pg_catalog.set_config(name, value, is_local), ...` for each setting, or `None`.
+/// `SELECT pg_catalog.set_config(name, value, is_local), ...` for each setting (a `None`
+/// value resets it), or `None` when there is nothing to set.
 fn set_config_select<'s>(
-    settings: impl Iterator<Item = &'s (String, String)>,
+    settings: impl Iterator<Item = (&'s str, Option<&'s str>)>,
     is_local: bool,
 ) -> Option<String> {
     let mut sql = String::new();
@@ -51,7 +61,10 @@ fn set_config_select<'s>(
         sql.push_str("pg_catalog.set_config(");
         quote_literal(&mut sql, name);
         sql.push_str(", ");
-        quote_literal(&mut sql, value);
+        match value {
+            Some(v) => quote_literal(&mut sql, v),
+            None => sql.push_str("NULL"),
+        }
         sql.push_str(if is_local { ", true)" } else { ", false)" });
     }
     (!sql.is_empty()).then_some(sql)
@@ -66,10 +79,13 @@ pub async fn check_at_login(
     timeout: Duration,
 ) -> Result<(), SessionError> {
     let unchecked = pool.unchecked_settings(wanted);
-    let Some(select) = set_config_select(unchecked.iter().copied(), true) else { return Ok(()) };
+    let calls = unchecked.iter().map(|(k, v)| (k.as_str(), Some(v.as_str())));
+    let Some(select) = set_config_select(calls, true) else { return Ok(()) };
     let mut checkout = pool.checkout().await?;
     let result = checkout.conn().run_internal(&["BEGIN", &select, "ROLLBACK"], timeout).await;
-    checkout.give_back_unused();
+    // The check leaves the server as it found it (in transaction mode possibly carrying an
+    // earlier client's settings, which pgvia tracks), so it goes back as it came.
+    checkout.give_back_idle();
     match result {
         Ok(()) => {
             pool.remember_accepted(&unchecked);

@@ -106,7 +106,11 @@ impl ConfigBuilder {
         self
     }
 
+    /// Sets a `key = value` line in `[pool]`, replacing the key if present (`pool_mode` is
+    /// `"session"` unless replaced).
     pub fn pool(mut self, line: &str) -> Self {
+        let key = line.split('=').next().unwrap_or_default().trim();
+        self.pool.retain(|l| l.split('=').next().unwrap_or_default().trim() != key);
         self.pool.push(line.to_owned());
         self
     }

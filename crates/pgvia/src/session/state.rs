@@ -1,0 +1,262 @@
+//! What a client's session holds that a shared server must neither lose nor leak.
+//!
+//! The SQL analysis says which statements *may* change session state; it is a trigger, not
+//! the record. Whether a `SET` took effect (it can fail, or be rolled back with its
+//! transaction) and whether a lock or a `LISTEN` is still held is asked of the server once the
+//! transaction is over, because the server is the only one that knows for sure.
+
+use std::fmt::Write;
+
+use route::{Analysis, DiscardTarget, LockOp, LockScope, SessionEffect};
+
+/// Why a client must keep its server beyond the end of a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinReason {
+    AdvisoryLock,
+    Listen,
+    TempTable,
+    HoldCursor,
+    SqlPrepare,
+    Role,
+    LoadedLibrary,
+}
+
+impl PinReason {
+    pub const ALL: [PinReason; 7] = [
+        PinReason::AdvisoryLock,
+        PinReason::Listen,
+        PinReason::TempTable,
+        PinReason::HoldCursor,
+        PinReason::SqlPrepare,
+        PinReason::Role,
+        PinReason::LoadedLibrary,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PinReason::AdvisoryLock => "session advisory lock",
+            PinReason::Listen => "LISTEN",
+            PinReason::TempTable => "temporary table",
+            PinReason::HoldCursor => "WITH HOLD cursor",
+            PinReason::SqlPrepare => "SQL PREPARE",
+            PinReason::Role => "SET ROLE / SESSION AUTHORIZATION",
+            PinReason::LoadedLibrary => "LOAD",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// The pins a client holds, as a set of reasons.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pins(u8);
+
+impl Pins {
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn contains(self, r: PinReason) -> bool {
+        self.0 & r.bit() != 0
+    }
+
+    fn insert(&mut self, r: PinReason) {
+        self.0 |= r.bit();
+    }
+
+    fn remove(&mut self, r: PinReason) {
+        self.0 &= !r.bit();
+    }
+
+    pub fn reasons(self) -> impl Iterator<Item = PinReason> {
+        PinReason::ALL.into_iter().filter(move |r| self.contains(*r))
+    }
+}
+
+/// Per-client session state for transaction pooling.
+#[derive(Debug, Default)]
+pub struct SessionState {
+    /// Settings from the startup packet and `options`, in order.
+    pub startup: Vec<(String, String)>,
+    /// The settings the client's session has, to apply on every server it is given.
+    pub settings: Vec<(String, String)>,
+    /// A statement since the last refresh may have changed settings.
+    pub settings_changed: bool,
+    pub pins: Pins,
+    /// A statement may have released a pin: ask the server what is still held.
+    pub recheck_pins: bool,
+}
+
+impl SessionState {
+    pub fn new(startup: Vec<(String, String)>) -> Self {
+        Self { settings: startup.clone(), startup, ..Self::default() }
+    }
+
+    /// Takes note of what the statements of a query may do to the session. Returns the pins
+    /// this query added, for stats and logs.
+    pub fn observe(&mut self, analysis: &Analysis) -> Pins {
+        let before = self.pins;
+        if analysis.is_conservative() {
+            // Unreadable SQL may do anything to settings; a refresh costs one round trip.
+            self.settings_changed = true;
+        }
+        for effect in analysis.session_effects() {
+            self.apply(effect);
+        }
+        Pins(self.pins.0 & !before.0)
+    }
+
+    fn apply(&mut self, effect: SessionEffect<'_>) {
+        use PinReason::*;
+        match effect {
+            SessionEffect::Set { name, .. } | SessionEffect::Reset { name } => {
+                // pg_settings does not show the role GUCs, so they cannot be carried over.
+                if name.is_some_and(|n| {
+                    n.eq_ignore_ascii_case("role") || n.eq_ignore_ascii_case("session_authorization")
+                }) {
+                    self.pins.insert(Role);
+                }
+                if name.is_none() && self.pins.contains(Role) {
+                    self.recheck_pins = true;
+                }
+                self.settings_changed = true;
+            }
+            SessionEffect::AdvisoryLock { scope: LockScope::Session, op: LockOp::Acquire } => {
+                self.pins.insert(AdvisoryLock)
+            }
+            SessionEffect::AdvisoryLock { scope: LockScope::Session, .. } => self.recheck_pins = true,
+            SessionEffect::AdvisoryLock { .. } => {}
+            SessionEffect::Listen { .. } => self.pins.insert(Listen),
+            SessionEffect::Unlisten { .. } => self.recheck_pins = true,
+            SessionEffect::TempTable { on_commit_drop: false, .. } => self.pins.insert(TempTable),
+            SessionEffect::TempTable { .. } => {}
+            SessionEffect::HoldCursor { .. } => self.pins.insert(HoldCursor),
+            SessionEffect::CloseCursor { .. } => self.recheck_pins = true,
+            SessionEffect::Prepare { .. } => self.pins.insert(SqlPrepare),
+            SessionEffect::Deallocate { .. } => self.recheck_pins = true,
+            SessionEffect::Discard(DiscardTarget::All) => {
+                self.settings_changed = true;
+                self.recheck_pins = true;
+            }
+            SessionEffect::Discard(DiscardTarget::Temp) => self.recheck_pins = true,
+            SessionEffect::Discard(_) => {}
+            SessionEffect::Load => self.pins.insert(LoadedLibrary),
+            _ => {
+                // An effect this version does not know: keep the server, as for any pin.
+                self.pins.insert(LoadedLibrary);
+            }
+        }
+    }
+
+    /// Replaces the pins that can be checked with what the server reports; `LOAD` cannot be
+    /// undone and stays.
+    pub fn set_checked_pins(&mut self, held: &[(PinReason, bool)]) {
+        for &(reason, is_held) in held {
+            if is_held {
+                self.pins.insert(reason);
+            } else {
+                self.pins.remove(reason);
+            }
+        }
+        self.recheck_pins = false;
+    }
+
+    /// Takes the server's report of session-level settings as the client's, then puts back
+    /// startup settings the session lost (after `RESET`, `RESET ALL` or `DISCARD ALL` a
+    /// dedicated server returns to the values from the startup packet, a shared one to its
+    /// own defaults). Returns the settings the server now has, which pgvia applied for it.
+    pub fn set_settings_from_server(&mut self, reported: Vec<(String, String)>) -> Vec<(String, String)> {
+        let mut settings = reported.clone();
+        for (name, value) in &self.startup {
+            if !settings.iter().any(|(k, _)| k.eq_ignore_ascii_case(name)) {
+                settings.push((name.clone(), value.clone()));
+            }
+        }
+        self.settings = settings;
+        self.settings_changed = false;
+        reported
+    }
+}
+
+/// The query whose one row tells which checkable pins the server still holds, in the order of
+/// [`pin_check_reasons`].
+pub fn pin_check_query(pool_user: &str) -> String {
+    let mut user = String::new();
+    for c in pool_user.chars() {
+        if c == '\'' {
+            user.push('\'');
+        }
+        user.push(c);
+    }
+    let mut sql = String::from("SELECT ");
+    let _ = write!(
+        sql,
+        "EXISTS (SELECT 1 FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid()), \
+         EXISTS (SELECT 1 FROM pg_catalog.pg_listening_channels()), \
+         EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = pg_catalog.pg_my_temp_schema()), \
+         EXISTS (SELECT 1 FROM pg_catalog.pg_cursors WHERE is_holdable), \
+         EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements WHERE from_sql), \
+         (current_user <> session_user OR session_user <> '{user}')"
+    );
+    sql
+}
+
+/// The pins [`pin_check_query`] reports on, in its column order.
+pub fn pin_check_reasons() -> [PinReason; 6] {
+    use PinReason::*;
+    [AdvisoryLock, Listen, TempTable, HoldCursor, SqlPrepare, Role]
+}
+
+/// The server's session-level settings: what `SET`, `set_config(..., false)` and pgvia's own
+/// settings sync left behind.
+pub const SESSION_SETTINGS_QUERY: &str =
+    "SELECT name, setting FROM pg_catalog.pg_settings WHERE source = 'session' ORDER BY name";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn analyze(sql: &str) -> std::sync::Arc<Analysis> {
+        route::Analyzer::new(route::AnalyzerOptions::default()).unwrap().analyze(sql, &[])
+    }
+
+    #[test]
+    fn pins_and_triggers() {
+        let mut s = SessionState::new(vec![]);
+        let added = s.observe(&analyze("select pg_advisory_lock(1)"));
+        assert!(added.contains(PinReason::AdvisoryLock));
+        assert!(s.observe(&analyze("select pg_advisory_xact_lock(1)")).is_empty());
+        s.observe(&analyze("select pg_advisory_unlock(1)"));
+        assert!(s.recheck_pins);
+        s.set_checked_pins(&[(PinReason::AdvisoryLock, false)]);
+        assert!(s.pins.is_empty());
+        s.observe(&analyze("LISTEN jobs"));
+        assert!(s.pins.contains(PinReason::Listen));
+        s.observe(&analyze("SET search_path = a, b"));
+        assert!(s.settings_changed);
+        let mut t = SessionState::new(vec![]);
+        t.observe(&analyze("SET LOCAL work_mem = '1MB'"));
+        assert!(!t.settings_changed, "SET LOCAL lasts only for its transaction");
+        t.observe(&analyze("SET ROLE nobody"));
+        assert!(t.pins.contains(PinReason::Role));
+        t.observe(&analyze("create temp table x (a int)"));
+        assert!(t.pins.contains(PinReason::TempTable));
+    }
+
+    #[test]
+    fn startup_settings_come_back_after_reset() {
+        let mut s = SessionState::new(vec![("application_name".into(), "app".into())]);
+        let applied = s.set_settings_from_server(vec![("work_mem".into(), "8192".into())]);
+        assert_eq!(applied.len(), 1);
+        assert_eq!(
+            s.settings,
+            vec![("work_mem".into(), "8192".into()), ("application_name".into(), "app".into())]
+        );
+    }
+}
