@@ -3,43 +3,39 @@
 //! Utility statements are dispatched on their node type and read field by field; only DML
 //! and expressions are walked (see [`crate::walk`]).
 
-use pg_raw_parse::nodes::{
-    CopyStmt, DefElem, DiscardMode, ExplainStmt, GrantTargetType, ObjectType, TransactionStmt,
-    TransactionStmtKind, VariableSetKind, VariableSetStmt,
-};
+use pg_raw_parse::nodes::{CopyStmt, DiscardMode, ExplainStmt, GrantTargetType, ObjectType};
 use pg_raw_parse::raw::{NodeTag, CURSOR_OPT_HOLD};
-use pg_raw_parse::{ConstValue, Node};
+use pg_raw_parse::Node;
 
-use crate::functions::{const_text, itoa_buf, ConstText};
-use crate::model::{
-    Access, CopyDirection, DiscardTarget, IsolationLevel, SetScope, StatementKind, TransactionOptions,
-};
+use crate::control::def_true;
+use crate::model::{Access, CopyDirection, DiscardTarget, StatementKind};
 use crate::scratch::range;
 use crate::store::{EffectData, InsertData, Span, StmtData};
+use crate::tag::tag;
 use crate::walk::{is_temp, Abort, Walker, W};
 
 /// What classifying a statement found beyond what the walk accumulates.
 #[derive(Default)]
-struct Head {
-    kind: Option<StatementKind>,
-    target: Option<StatementKind>,
-    name: Option<Span>,
-    value: Option<Span>,
-    insert: Option<InsertData>,
+pub(crate) struct Head {
+    pub kind: Option<StatementKind>,
+    pub target: Option<StatementKind>,
+    pub name: Option<Span>,
+    pub value: Option<Span>,
+    pub insert: Option<InsertData>,
     /// Replaces the walk's verdict when set.
-    writes: Option<bool>,
+    pub writes: Option<bool>,
 }
 
 impl Head {
-    fn kind(kind: StatementKind) -> Head {
+    pub fn kind(kind: StatementKind) -> Head {
         Head { kind: Some(kind), ..Head::default() }
     }
 
-    fn named(kind: StatementKind, name: Option<Span>) -> Head {
+    pub fn named(kind: StatementKind, name: Option<Span>) -> Head {
         Head { kind: Some(kind), name, ..Head::default() }
     }
 
-    fn writes(mut self, writes: bool) -> Head {
+    pub fn writes(mut self, writes: bool) -> Head {
         self.writes = Some(writes);
         self
     }
@@ -236,7 +232,7 @@ impl<'t> Walker<'t, '_> {
         }
     }
 
-    fn opt(&mut self, s: Option<&str>) -> Option<Span> {
+    pub(crate) fn opt(&mut self, s: Option<&str>) -> Option<Span> {
         s.map(|s| self.s.intern(s))
     }
 
@@ -267,102 +263,6 @@ impl<'t> Walker<'t, '_> {
             head.writes = Some(false);
         }
         Ok(head)
-    }
-
-    fn transaction(&mut self, t: &'t TransactionStmt) -> Head {
-        use StatementKind as K;
-        let kind = match t.kind {
-            TransactionStmtKind::TRANS_STMT_BEGIN | TransactionStmtKind::TRANS_STMT_START => {
-                K::Begin(transaction_options(t.options().iter().filter_map(|o| match o {
-                    Node::DefElem(d) => Some(d),
-                    _ => None,
-                })))
-            }
-            TransactionStmtKind::TRANS_STMT_COMMIT => K::Commit { chain: t.chain },
-            TransactionStmtKind::TRANS_STMT_ROLLBACK => K::Rollback { chain: t.chain },
-            TransactionStmtKind::TRANS_STMT_SAVEPOINT => K::Savepoint,
-            TransactionStmtKind::TRANS_STMT_RELEASE => K::Release,
-            TransactionStmtKind::TRANS_STMT_ROLLBACK_TO => K::RollbackToSavepoint,
-            TransactionStmtKind::TRANS_STMT_PREPARE => K::PrepareTransaction,
-            TransactionStmtKind::TRANS_STMT_COMMIT_PREPARED => K::CommitPrepared,
-            TransactionStmtKind::TRANS_STMT_ROLLBACK_PREPARED => K::RollbackPrepared,
-            _ => K::Other,
-        };
-        let name = t.savepoint_name().or(t.gid());
-        // Two-phase commands act on the primary's prepared transactions.
-        let writes = matches!(kind, K::PrepareTransaction | K::CommitPrepared | K::RollbackPrepared);
-        Head::named(kind, self.opt(name)).writes(writes)
-    }
-
-    fn set(&mut self, v: &'t VariableSetStmt) -> Head {
-        use StatementKind as K;
-        let scope = if v.is_local { SetScope::Local } else { SetScope::Session };
-        let raw_name = v.name();
-        let name = self.opt(raw_name);
-        let session = scope == SetScope::Session;
-        let head = match v.kind {
-            VariableSetKind::VAR_SET_MULTI if raw_name == Some("TRANSACTION") => {
-                let opts = v.args().iter().filter_map(|a| match a {
-                    Node::DefElem(d) => Some(d),
-                    _ => None,
-                });
-                return Head::kind(K::SetTransaction(transaction_options(opts))).writes(false);
-            }
-            VariableSetKind::VAR_RESET | VariableSetKind::VAR_RESET_ALL => {
-                self.s.effects.push(EffectData::Reset { name });
-                Head::named(K::Reset, name)
-            }
-            VariableSetKind::VAR_SET_DEFAULT => {
-                if session {
-                    self.s.effects.push(EffectData::Reset { name });
-                }
-                Head::named(K::Set { scope }, name)
-            }
-            VariableSetKind::VAR_SET_VALUE => {
-                let value = self.set_value(v);
-                if session {
-                    self.s.effects.push(EffectData::Set { name, value });
-                }
-                Head { value, ..Head::named(K::Set { scope }, name) }
-            }
-            // FROM CURRENT, SESSION CHARACTERISTICS, and anything newer.
-            _ => {
-                if session {
-                    self.s.effects.push(EffectData::Set { name, value: None });
-                }
-                Head::named(K::Set { scope }, name)
-            }
-        };
-        head.writes(false)
-    }
-
-    /// The arguments of `SET name TO a, b, ...` joined with `", "`; `None` if any is not a
-    /// literal.
-    fn set_value(&mut self, v: &'t VariableSetStmt) -> Option<Span> {
-        let start = self.s.arena.len();
-        let mut buf = itoa_buf::Buf::new();
-        for (i, arg) in v.args().iter().enumerate() {
-            let text = match const_text(arg, &mut buf) {
-                Some(ConstText::Str(s)) => s,
-                Some(ConstText::Int(r)) => buf.get(r),
-                Some(ConstText::Bool(b)) => {
-                    if b {
-                        "on"
-                    } else {
-                        "off"
-                    }
-                }
-                None => {
-                    self.s.arena.truncate(start);
-                    return None;
-                }
-            };
-            if i > 0 {
-                self.s.arena.push_str(", ");
-            }
-            self.s.arena.push_str(text);
-        }
-        Some(Span { start: start as u32, len: (self.s.arena.len() - start) as u32 })
     }
 
     /// Tables named by schema changes, as `pg_query` reports them, and the temporary
@@ -459,100 +359,5 @@ impl<'t> Walker<'t, '_> {
             self.s.tables.push(crate::store::TableData { schema, name, access: Access::Write });
         }
         Ok(())
-    }
-}
-
-/// `BEGIN`/`SET TRANSACTION` options from their `DefElem`s.
-fn transaction_options<'a>(opts: impl Iterator<Item = &'a DefElem>) -> TransactionOptions {
-    let mut out = TransactionOptions::default();
-    for d in opts {
-        match d.defname() {
-            Some("transaction_isolation") => {
-                out.isolation = match d.arg() {
-                    Node::A_Const(c) => match c.val() {
-                        Some(ConstValue::String("serializable")) => Some(IsolationLevel::Serializable),
-                        Some(ConstValue::String("repeatable read")) => Some(IsolationLevel::RepeatableRead),
-                        Some(ConstValue::String("read committed")) => Some(IsolationLevel::ReadCommitted),
-                        Some(ConstValue::String("read uncommitted")) => Some(IsolationLevel::ReadUncommitted),
-                        _ => None,
-                    },
-                    _ => None,
-                }
-            }
-            Some("transaction_read_only") => out.read_only = Some(def_true(d)),
-            Some("transaction_deferrable") => out.deferrable = Some(def_true(d)),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// A boolean option the way PostgreSQL's `defGetBoolean` reads it; anything unreadable
-/// counts as true, the conservative reading for `EXPLAIN (ANALYZE ...)`.
-fn def_true(d: &DefElem) -> bool {
-    // EXPLAIN's options carry bare values; BEGIN's carry constants.
-    let value = match d.arg() {
-        Node::None => return true,
-        Node::A_Const(c) => c.val(),
-        Node::Integer(i) => Some(ConstValue::Integer(i.ival)),
-        Node::Boolean(b) => Some(ConstValue::Boolean(b.boolval)),
-        Node::String(s) => s.sval().map(ConstValue::String),
-        _ => None,
-    };
-    match value {
-        Some(ConstValue::Integer(i)) => i != 0,
-        Some(ConstValue::Boolean(b)) => b,
-        Some(ConstValue::String(s)) => {
-            !["false", "off", "no", "0", "f", "n", "of"].iter().any(|f| s.eq_ignore_ascii_case(f))
-        }
-        _ => true,
-    }
-}
-
-macro_rules! tags {
-    ($node:expr; $($v:ident),* $(,)?) => {
-        match $node {
-            $(Node::$v(_) => stringify!($v),)*
-            Node::Invalid(raw) => invalid_tag(raw.type_),
-            _ => "Unknown",
-        }
-    };
-}
-
-/// PostgreSQL's name for a statement's parse node.
-pub(crate) fn tag(node: Node<'_>) -> &'static str {
-    tags!(node;
-        InsertStmt, DeleteStmt, UpdateStmt, MergeStmt, SelectStmt, SetOperationStmt, ReturnStmt,
-        PLAssignStmt, CreateSchemaStmt, AlterTableStmt, ReplicaIdentityStmt, AlterCollationStmt,
-        AlterDomainStmt, GrantStmt, GrantRoleStmt, AlterDefaultPrivilegesStmt, CopyStmt,
-        VariableSetStmt, VariableShowStmt, CreateStmt, CreateTableSpaceStmt, DropTableSpaceStmt,
-        AlterTableSpaceOptionsStmt, AlterTableMoveAllStmt, CreateExtensionStmt, AlterExtensionStmt,
-        AlterExtensionContentsStmt, CreateFdwStmt, AlterFdwStmt, CreateForeignServerStmt,
-        AlterForeignServerStmt, CreateUserMappingStmt, AlterUserMappingStmt, DropUserMappingStmt,
-        ImportForeignSchemaStmt, CreatePolicyStmt, AlterPolicyStmt, CreateAmStmt, CreateTrigStmt,
-        CreateEventTrigStmt, AlterEventTrigStmt, CreatePLangStmt, CreateRoleStmt, AlterRoleStmt,
-        AlterRoleSetStmt, DropRoleStmt, CreateSeqStmt, AlterSeqStmt, DefineStmt, CreateDomainStmt,
-        CreateOpClassStmt, CreateOpFamilyStmt, AlterOpFamilyStmt, DropStmt, TruncateStmt,
-        CommentStmt, SecLabelStmt, DeclareCursorStmt, ClosePortalStmt, FetchStmt, IndexStmt,
-        CreateStatsStmt, AlterStatsStmt, CreateFunctionStmt, AlterFunctionStmt, DoStmt, CallStmt,
-        RenameStmt, AlterObjectDependsStmt, AlterObjectSchemaStmt, AlterOwnerStmt,
-        AlterOperatorStmt, AlterTypeStmt, RuleStmt, NotifyStmt, ListenStmt, UnlistenStmt,
-        TransactionStmt, CompositeTypeStmt, CreateEnumStmt, CreateRangeStmt, AlterEnumStmt,
-        ViewStmt, LoadStmt, CreatedbStmt, AlterDatabaseStmt, AlterDatabaseRefreshCollStmt,
-        AlterDatabaseSetStmt, DropdbStmt, AlterSystemStmt, ClusterStmt, VacuumStmt, ExplainStmt,
-        CreateTableAsStmt, RefreshMatViewStmt, CheckPointStmt, DiscardStmt, LockStmt,
-        ConstraintsSetStmt, ReindexStmt, CreateConversionStmt, CreateCastStmt,
-        CreateTransformStmt, PrepareStmt, ExecuteStmt, DeallocateStmt, DropOwnedStmt,
-        ReassignOwnedStmt, AlterTSDictionaryStmt, AlterTSConfigurationStmt,
-        CreatePublicationStmt, AlterPublicationStmt, CreateSubscriptionStmt,
-        AlterSubscriptionStmt, DropSubscriptionStmt,
-    )
-}
-
-/// Statement nodes `pg_raw_parse` 0.1.0 has no variant for.
-fn invalid_tag(t: NodeTag::Type) -> &'static str {
-    match t {
-        NodeTag::T_CreateForeignTableStmt => "CreateForeignTableStmt",
-        _ => "Unknown",
     }
 }

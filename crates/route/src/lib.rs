@@ -15,6 +15,7 @@
 mod analysis;
 mod analyzer;
 mod cache;
+mod control;
 mod exprs;
 mod functions;
 mod guard;
@@ -26,6 +27,7 @@ mod predicates;
 mod scratch;
 mod stats;
 mod store;
+mod tag;
 mod walk;
 
 pub use analysis::{Analysis, Hints, InsertValues, Predicate, SessionEffect, Statement, TableRef, Value};

@@ -27,8 +27,9 @@ pub enum StatementKind {
     Copy { direction: CopyDirection, stdio: bool },
     /// `CREATE [TEMP] TABLE`, `CREATE TABLE ... AS`, `SELECT ... INTO`.
     CreateTable { temporary: bool, as_select: bool },
-    /// Any other schema or catalog change: `CREATE`, `ALTER`, `DROP`, `GRANT`, `COMMENT`,
-    /// `TRUNCATE`, `REINDEX`, `CLUSTER`, `REFRESH MATERIALIZED VIEW`, ...
+    /// Any other schema, catalog or cluster change: `CREATE`, `ALTER`, `DROP`, `GRANT`,
+    /// `COMMENT`, `TRUNCATE`, `REINDEX`, `CLUSTER`, `REFRESH MATERIALIZED VIEW`,
+    /// `ALTER SYSTEM`, `CREATE DATABASE`, roles, ... Always a write.
     Ddl,
     /// `BEGIN` or `START TRANSACTION`, with the options it was given.
     Begin(TransactionOptions),
@@ -94,7 +95,7 @@ pub enum StatementKind {
     Load,
     /// `CHECKPOINT`.
     Checkpoint,
-    /// Anything else the parser accepts (e.g. `ALTER SYSTEM`, `CREATE DATABASE`).
+    /// A statement node these bindings do not know; treated as a write.
     Other,
 }
 
