@@ -89,7 +89,8 @@ pub enum StatementKind {
     /// `DO $$ ... $$`.
     Do,
     /// `EXPLAIN [ANALYZE]`; [`Statement::target`](crate::Statement::target) is the explained
-    /// statement's kind.
+    /// statement's kind. Without `ANALYZE` nothing runs: it does not write and has no session
+    /// effects, whatever it explains.
     Explain { analyze: bool },
     /// `LOAD 'library'`.
     Load,
