@@ -11,6 +11,27 @@
 //! guarded: over-long queries are not parsed, deep or huge trees stop the walk, parse
 //! errors and panics in the bindings are caught; all of these get the conservative answer
 //! (writes, no shard key) and are counted in [`AnalyzerStats`]. No I/O happens here.
+//!
+//! ```
+//! use route::{Analyzer, AnalyzerOptions, PredicateOp, SessionEffect, StatementKind, Value};
+//!
+//! let analyzer = Analyzer::new(AnalyzerOptions::default()).expect("default options are valid");
+//!
+//! // A Parse message: text plus parameter types (20 = int8).
+//! let a = analyzer.analyze("UPDATE accounts SET balance = balance - $2 WHERE id = $1", &[20, 1700]);
+//! assert!(a.writes());
+//! let update = a.statement(0).unwrap();
+//! assert_eq!(update.kind(), StatementKind::Update { returning: false });
+//! let key = update.predicates().next().unwrap();
+//! assert_eq!((key.column(), key.op()), ("id", PredicateOp::Equals));
+//! assert_eq!(key.values().next(), Some(Value::Param { number: 1, type_oid: 20 }));
+//!
+//! // A simple Query with two statements; the SET outlives the transaction.
+//! let a = analyzer.analyze("SET search_path = app; SELECT * FROM users", &[]);
+//! assert!(!a.writes());
+//! let effects: Vec<_> = a.session_effects().collect();
+//! assert_eq!(effects, [SessionEffect::Set { name: Some("search_path"), value: Some("app") }]);
+//! ```
 
 mod analysis;
 mod analyzer;
