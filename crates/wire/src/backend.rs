@@ -424,13 +424,7 @@ fn parse_auth(body: &[u8]) -> Result<Authentication<'_>, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::BytesMut;
-
-    fn frame(tag: u8, body: &[u8]) -> Frame {
-        let mut b = BytesMut::new();
-        crate::build::frame(&mut b, tag, |b| b.extend_from_slice(body));
-        crate::FrameDecoder::default().decode(&mut b).unwrap().unwrap()
-    }
+    use crate::frame::test_frame as frame;
 
     #[test]
     fn ready_for_query() {

@@ -119,6 +119,14 @@ impl FrameDecoder {
     }
 }
 
+/// Builds one whole frame from a tag and body, for the view modules' tests.
+#[cfg(test)]
+pub(crate) fn test_frame(tag: u8, body: &[u8]) -> Frame {
+    let mut b = BytesMut::new();
+    crate::build::frame(&mut b, tag, |b| b.extend_from_slice(body));
+    Frame { bytes: b.freeze() }
+}
+
 /// Cuts an untagged startup-phase packet (length + payload) from `buf`, returning the payload
 /// after the length field. Limited to [`MAX_STARTUP_FRAME`] or less.
 pub fn decode_untagged(buf: &mut BytesMut, max_len: usize) -> Result<Option<Bytes>, WireError> {

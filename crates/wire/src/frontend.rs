@@ -235,13 +235,7 @@ pub fn is_known_tag(t: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::BytesMut;
-
-    fn frame(tag: u8, body: &[u8]) -> Frame {
-        let mut b = BytesMut::new();
-        crate::build::frame(&mut b, tag, |b| b.extend_from_slice(body));
-        crate::FrameDecoder::default().decode(&mut b).unwrap().unwrap()
-    }
+    use crate::frame::test_frame as frame;
 
     #[test]
     fn bind_round_trip() {
