@@ -27,3 +27,4 @@ pub use cluster::{Cluster, ClusterOptions};
 pub use conf::{parse_setting, HbaAuth};
 pub use error::HarnessError;
 pub use lifecycle::KEEP_ENV;
+pub use os::LIBPQ_ENV;

@@ -11,9 +11,9 @@ use std::process::{Command, Output, Stdio};
 
 use crate::error::{HarnessError, IoContext};
 
-/// libpq variables from the caller's environment that would silently redirect
-/// or alter the harness's own connections.
-const LIBPQ_ENV: &[&str] = &[
+/// libpq variables from the caller's environment that would silently redirect or alter a
+/// client tool's connection (the harness's own, and the tests' psql/pgbench runs).
+pub const LIBPQ_ENV: &[&str] = &[
     "PGHOST",
     "PGHOSTADDR",
     "PGPORT",
@@ -25,8 +25,12 @@ const LIBPQ_ENV: &[&str] = &[
     "PGSERVICEFILE",
     "PGOPTIONS",
     "PGSSLMODE",
+    "PGSSLROOTCERT",
+    "PGCHANNELBINDING",
+    "PGAPPNAME",
     "PGDATA",
     "PGTZ",
+    "PGCLIENTENCODING",
 ];
 
 /// The identity server-side commands run as.

@@ -30,26 +30,6 @@ pub const USER: &str = "app";
 pub const PASSWORD: &str = "secret";
 pub const DB: &str = "app";
 
-/// libpq variables that would redirect or alter the client tools the tests run.
-const LIBPQ_ENV: &[&str] = &[
-    "PGHOST",
-    "PGHOSTADDR",
-    "PGPORT",
-    "PGUSER",
-    "PGDATABASE",
-    "PGPASSWORD",
-    "PGPASSFILE",
-    "PGSERVICE",
-    "PGSERVICEFILE",
-    "PGOPTIONS",
-    "PGSSLMODE",
-    "PGSSLROOTCERT",
-    "PGCHANNELBINDING",
-    "PGAPPNAME",
-    "PGTZ",
-    "PGCLIENTENCODING",
-];
-
 /// Set `RUST_LOG` to see pgvia's logs in a failing test's output.
 pub fn init_logging() {
     if std::env::var_os("RUST_LOG").is_some() {
@@ -248,8 +228,13 @@ pub fn direct_conninfo(pg: &Cluster, user: &str, password: &str, db: &str) -> St
 
 /// A client tool (`psql`, `pgbench`) of the cluster's version, with a clean libpq environment.
 pub fn tool(pg: &Cluster, name: &str) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(pg.tool(name).expect("client tool"));
-    for var in LIBPQ_ENV {
+    client_command(pg.tool(name).expect("client tool"))
+}
+
+/// A client program with none of the caller's libpq variables and a connect timeout.
+fn client_command(program: std::path::PathBuf) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    for var in harness::LIBPQ_ENV {
         cmd.env_remove(var);
     }
     cmd.env("PGCONNECT_TIMEOUT", "10").kill_on_drop(true);
@@ -271,11 +256,7 @@ pub async fn psql_tls(pg: &Cluster, conninfo: &str, args: &[&str], stdin: Option
     } else {
         harness::PgVersion::V15
     };
-    let mut cmd = tokio::process::Command::new(harness::pg_bin(version, "psql").expect("psql"));
-    for var in LIBPQ_ENV {
-        cmd.env_remove(var);
-    }
-    cmd.env("PGCONNECT_TIMEOUT", "10").kill_on_drop(true);
+    let mut cmd = client_command(harness::pg_bin(version, "psql").expect("psql"));
     cmd.arg("-X").arg("-d").arg(conninfo).args(args);
     run(cmd, stdin).await
 }
