@@ -68,8 +68,19 @@ impl Tracking<'_> {
         let analysis = match FrontendMessage::parse_body(tag, body) {
             Ok(FrontendMessage::Query { sql }) => self.analyzer.analyze(sql, &[]),
             Ok(FrontendMessage::Parse(p)) => {
-                let oids: Vec<u32> = p.param_types.iter().collect();
-                self.analyzer.analyze(p.query, &oids)
+                // Parse carries few parameter types; keep them on the stack on this per-message
+                // path and allocate only for unusually many.
+                let mut stack = [0u32; 32];
+                let n = p.param_types.len();
+                if n <= stack.len() {
+                    for (slot, oid) in stack.iter_mut().zip(p.param_types.iter()) {
+                        *slot = oid;
+                    }
+                    self.analyzer.analyze(p.query, &stack[..n])
+                } else {
+                    let oids: Vec<u32> = p.param_types.iter().collect();
+                    self.analyzer.analyze(p.query, &oids)
+                }
             }
             _ => return,
         };
