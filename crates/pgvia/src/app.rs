@@ -1,11 +1,15 @@
-//! The running proxy's shared state: configuration, pools, cancel keys, TLS, client counts
-//! and the shutdown signal. Passed to every session; no process-wide globals.
+//! The running proxy's shared state: configuration, pools, cancel keys, TLS, clients and
+//! the shutdown signal. Passed to every session; no process-wide globals.
+//!
+//! The configuration is a snapshot behind an `ArcSwap`, replaced whole by a reload
+//! (`reload.rs`); sessions read it through [`App::config`] without a lock.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
+use arc_swap::ArcSwap;
 use thiserror::Error;
 use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
@@ -13,6 +17,7 @@ use wire::sqlstate::SqlState;
 
 use crate::auth::Secret;
 use crate::cancel::CancelRegistry;
+use crate::clients::ClientRegistry;
 use crate::config::{Config, Database, TlsMode, User};
 use crate::net::tls::{self, TlsError};
 use crate::pool::{Pool, PoolKey, Pools};
@@ -39,19 +44,67 @@ pub enum AppError {
     Analysis(#[from] route::OptionsError),
 }
 
+/// One configuration and what is derived from it, swapped whole by a reload.
+pub struct Snapshot {
+    pub config: Config,
+    secrets: HashMap<String, Arc<Secret>>,
+}
+
+impl Snapshot {
+    pub fn new(config: Config) -> Result<Self, AppError> {
+        let mut secrets = HashMap::new();
+        for u in &config.users {
+            if let Some(p) = &u.password {
+                let secret =
+                    Secret::parse(p).map_err(|source| AppError::Secret { user: u.name.clone(), source })?;
+                secrets.insert(u.name.clone(), Arc::new(secret));
+            }
+        }
+        Ok(Self { config, secrets })
+    }
+}
+
+/// A read of the current configuration; cheap, and valid however long it is held.
+pub struct ConfigRef(arc_swap::Guard<Arc<Snapshot>>);
+
+impl std::ops::Deref for ConfigRef {
+    type Target = Config;
+    fn deref(&self) -> &Config {
+        &self.0.config
+    }
+}
+
 pub struct App {
-    config: Arc<Config>,
+    snapshot: ArcSwap<Snapshot>,
     /// SQL analysis, shared by every session (its cache is concurrent).
     pub analyzer: route::Analyzer,
     pub pools: Pools,
     pub cancels: Arc<CancelRegistry>,
+    pub clients: Arc<ClientRegistry>,
     pub tls: Option<TlsAcceptor>,
-    secrets: HashMap<String, Arc<Secret>>,
+    pub started: SystemTime,
     phase: watch::Sender<Phase>,
-    clients: AtomicUsize,
-    db_clients: HashMap<String, AtomicUsize>,
+    clients_count: AtomicUsize,
+    db_clients: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     sessions: AtomicUsize,
     sessions_done: Notify,
+    /// `SHUTDOWN` from the admin console: the accept loop stops as on SIGTERM.
+    pub shutdown_requested: Notify,
+    /// Databases paused with `PAUSE db` (`None` in the set's place: everything is paused).
+    paused: Mutex<Paused>,
+    /// Serialises reloads.
+    pub(crate) reload_lock: tokio::sync::Mutex<()>,
+    /// Pools a reload replaced or removed, kept until their servers are gone (`WAIT_CLOSE`).
+    pub(crate) retired_pools: Mutex<Vec<Arc<Pool>>>,
+    /// Samples for `SHOW STATS_AVERAGES`.
+    pub stats_history: crate::stats::History,
+}
+
+/// What `PAUSE` left paused, so pools created later start paused too.
+#[derive(Debug, Default)]
+struct Paused {
+    all: bool,
+    databases: std::collections::HashSet<String>,
 }
 
 impl App {
@@ -63,77 +116,157 @@ impl App {
             // Validation guarantees both files when TLS is on.
             _ => None,
         };
-        let mut secrets = HashMap::new();
-        for u in &config.users {
-            if let Some(p) = &u.password {
-                let secret =
-                    Secret::parse(p).map_err(|source| AppError::Secret { user: u.name.clone(), source })?;
-                secrets.insert(u.name.clone(), Arc::new(secret));
-            }
-        }
-        let db_clients = config.databases.iter().map(|d| (d.name.clone(), AtomicUsize::new(0))).collect();
         let (phase, _) = watch::channel(Phase::Running);
         let analyzer = route::Analyzer::new(config.analyzer_options())?;
         Ok(Arc::new(Self {
             analyzer,
-            config: Arc::new(config),
+            snapshot: ArcSwap::from_pointee(Snapshot::new(config)?),
             pools: Pools::default(),
             cancels: Arc::new(CancelRegistry::default()),
+            clients: Arc::new(ClientRegistry::default()),
             tls,
-            secrets,
+            started: SystemTime::now(),
             phase,
-            clients: AtomicUsize::new(0),
-            db_clients,
+            clients_count: AtomicUsize::new(0),
+            db_clients: Mutex::new(HashMap::new()),
             sessions: AtomicUsize::new(0),
             sessions_done: Notify::new(),
+            shutdown_requested: Notify::new(),
+            paused: Mutex::new(Paused::default()),
+            reload_lock: tokio::sync::Mutex::new(()),
+            retired_pools: Mutex::new(Vec::new()),
+            stats_history: Default::default(),
         }))
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The current configuration.
+    pub fn config(&self) -> ConfigRef {
+        ConfigRef(self.snapshot.load())
+    }
+
+    /// Puts a new configuration in place (reload); sessions see it at their next read.
+    pub(crate) fn swap_snapshot(&self, snapshot: Snapshot) {
+        self.snapshot.store(Arc::new(snapshot));
     }
 
     pub fn secret(&self, user: &str) -> Option<Arc<Secret>> {
-        self.secrets.get(user).cloned()
+        self.snapshot.load().secrets.get(user).cloned()
     }
 
     pub fn cancel_timeout(&self) -> Duration {
-        self.config.pool.connect_timeout
+        self.config().pool.connect_timeout
     }
 
     /// The pool for a (database, user), created on first use.
     pub fn pool_for(&self, db: &Database, user: &User) -> Arc<Pool> {
         let key = PoolKey { database: db.name.clone(), user: user.name.clone() };
-        self.pools.get_or_create(key, |key| {
-            let settings = self.config.pool_settings(db, user);
-            let addr = ServerAddress {
-                host: db.host.clone(),
-                port: db.port,
-                dbname: db.server_dbname().to_owned(),
-                user: user.name.clone(),
-                password: user.password_for_server().map(str::to_owned),
-            };
-            Pool::new(key, addr, settings, self.config.general.max_message_size as usize)
-        })
+        self.pools.get_or_create(key, |key| self.build_pool(&self.config(), key, db, user, None))
+    }
+
+    /// A new pool for (`db`, `user`) under `config`; `replacing` hands over its totals.
+    pub(crate) fn build_pool(
+        &self,
+        config: &Config,
+        key: PoolKey,
+        db: &Database,
+        user: &User,
+        replacing: Option<&Pool>,
+    ) -> Arc<Pool> {
+        let settings = config.pool_settings(db, user);
+        let addr = pool_address(db, user);
+        let (totals, waits) = match replacing {
+            Some(old) => (old.totals.clone(), old.wait_histogram.clone()),
+            None => Default::default(),
+        };
+        let paused = self.is_paused(&key.database);
+        Pool::with_totals(
+            key,
+            addr,
+            settings,
+            config.general.max_message_size as usize,
+            totals,
+            waits,
+            paused,
+        )
+    }
+
+    fn paused_lock(&self) -> std::sync::MutexGuard<'_, Paused> {
+        self.paused.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn is_paused(&self, database: &str) -> bool {
+        let p = self.paused_lock();
+        p.all || p.databases.contains(database)
+    }
+
+    /// `PAUSE` / `RESUME` (`database = None`: all). Returns the pools affected.
+    pub fn set_paused(&self, database: Option<&str>, paused: bool) -> Vec<Arc<Pool>> {
+        let mut p = self.paused_lock();
+        match (database, paused) {
+            (None, true) => p.all = true,
+            (None, false) => {
+                p.all = false;
+                p.databases.clear();
+            }
+            (Some(db), true) => {
+                p.databases.insert(db.to_owned());
+            }
+            (Some(db), false) => {
+                p.databases.remove(db);
+            }
+        }
+        let pools: Vec<_> = self
+            .pools
+            .all()
+            .into_iter()
+            .filter(|pool| database.is_none_or(|d| pool.key.database == d))
+            .collect();
+        for pool in &pools {
+            pool.set_paused(p.all || p.databases.contains(&pool.key.database));
+        }
+        pools
+    }
+
+    /// Clients connected to `database` now.
+    pub fn database_clients(&self, database: &str) -> usize {
+        self.db_clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(database)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     /// Counts a client against the process limit (`db = None`) or a database's limit.
     pub fn client_slot(&self, db: Option<&str>) -> Result<ClientSlot<'_>, SessionError> {
+        let config = self.config();
         let (counter, limit, what) = match db {
-            None => (&self.clients, Some(self.config.general.max_client_connections as usize), None),
+            None => (
+                CounterRef::Process(&self.clients_count),
+                Some(config.general.max_client_connections as usize),
+                None,
+            ),
             Some(name) => {
-                let Some(counter) = self.db_clients.get(name) else {
+                let Some(database) = config.database(name) else {
                     return Err(SessionError::refused(
                         SqlState::INVALID_CATALOG_NAME,
                         format!("database \"{name}\" does not exist"),
                     ));
                 };
-                let limit =
-                    self.config.database(name).and_then(|d| d.max_client_connections).map(|l| l as usize);
-                (counter, limit, Some(name))
+                let counter = self
+                    .db_clients
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .entry(name.to_owned())
+                    .or_default()
+                    .clone();
+                (
+                    CounterRef::Database(counter),
+                    database.max_client_connections.map(|l| l as usize),
+                    Some(name),
+                )
             }
         };
-        let now = counter.fetch_add(1, Ordering::AcqRel) + 1;
+        let now = counter.get().fetch_add(1, Ordering::AcqRel) + 1;
         let slot = ClientSlot { counter };
         if limit.is_some_and(|l| now > l) {
             let message = match what {
@@ -155,6 +288,7 @@ impl App {
 
     pub fn set_phase(&self, phase: Phase) {
         self.phase.send_replace(phase);
+        self.clients.broadcast(phase);
     }
 
     pub fn session_started(self: &Arc<Self>) -> SessionGuard {
@@ -180,12 +314,38 @@ impl App {
 
 /// Holds one client's place under a connection limit.
 pub struct ClientSlot<'a> {
-    counter: &'a AtomicUsize,
+    counter: CounterRef<'a>,
+}
+
+enum CounterRef<'a> {
+    Process(&'a AtomicUsize),
+    /// Per database, shared so it outlives a reload that removes the database.
+    Database(Arc<AtomicUsize>),
+}
+
+impl CounterRef<'_> {
+    fn get(&self) -> &AtomicUsize {
+        match self {
+            CounterRef::Process(c) => c,
+            CounterRef::Database(c) => c,
+        }
+    }
 }
 
 impl Drop for ClientSlot<'_> {
     fn drop(&mut self) {
-        self.counter.fetch_sub(1, Ordering::AcqRel);
+        self.counter.get().fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How pgvia connects to `db`'s server as `user`.
+pub(crate) fn pool_address(db: &Database, user: &User) -> ServerAddress {
+    ServerAddress {
+        host: db.host.clone(),
+        port: db.port,
+        dbname: db.server_dbname().to_owned(),
+        user: user.name.clone(),
+        password: user.password_for_server().map(str::to_owned),
     }
 }
 

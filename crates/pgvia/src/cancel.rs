@@ -78,6 +78,11 @@ impl CancelSlot {
     pub fn set(&self, target: Option<CancelTarget>) {
         self.target.store(target.map(Arc::new));
     }
+
+    /// The server the client is using now, if any (for the admin console).
+    pub fn target(&self) -> Option<Arc<CancelTarget>> {
+        self.target.load_full()
+    }
 }
 
 #[derive(Debug, Default)]

@@ -4,14 +4,18 @@
 //! PostgreSQL connection), `pool` (sharing servers), `auth`, `config`, `cancel`; `app` holds
 //! what they share and `proxy` runs the accept loop.
 
+pub mod admin;
 pub mod app;
 pub mod auth;
 pub mod cancel;
+pub mod clients;
 pub mod config;
 pub mod net;
 pub mod pool;
 pub mod proxy;
+pub mod reload;
 pub mod server;
 pub mod session;
+pub mod stats;
 
 pub use proxy::Proxy;

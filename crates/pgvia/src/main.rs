@@ -58,6 +58,7 @@ fn main() -> ExitCode {
             Ok(addr) => tracing::info!(%addr, "pgvia listening"),
             Err(e) => tracing::warn!(error = %e, "listening, address unknown"),
         }
+        tokio::spawn(reload_on_sighup(std::sync::Arc::downgrade(proxy.app())));
         proxy.run(stop_signal()).await;
         ExitCode::SUCCESS
     })
@@ -74,6 +75,21 @@ async fn stop_signal() {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
+
+/// Reloads the configuration on each SIGHUP.
+async fn reload_on_sighup(app: std::sync::Weak<pgvia::app::App>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::error!("cannot install the SIGHUP handler; reload with the admin console's RELOAD");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let Some(app) = app.upgrade() else { return };
+        tracing::info!("SIGHUP received: reloading the configuration");
+        // Errors are logged by reload itself; the running configuration stays.
+        let _ = pgvia::reload::reload(&app).await;
     }
 }
 

@@ -54,9 +54,11 @@ impl Proxy {
     pub async fn run(self, stop: impl Future<Output = ()>) {
         let Proxy { app, listener } = self;
         tokio::pin!(stop);
+        let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
         loop {
             tokio::select! {
                 _ = &mut stop => break,
+                _ = app.shutdown_requested.notified() => break,
                 accepted = listener.accept() => match accepted {
                     Ok((tcp, peer)) => {
                         tokio::spawn(crate::session::serve(app.clone(), tcp, peer));
@@ -86,6 +88,18 @@ impl Proxy {
             let _ = tokio::time::timeout(FINAL_GRACE, app.sessions_finished()).await;
         }
         app.pools.close_all();
+        sampler.abort();
         tracing::info!("pgvia stopped");
+    }
+}
+
+/// Records per-database totals every stats period, for `SHOW STATS_AVERAGES`.
+async fn sample_stats(app: std::sync::Weak<App>) {
+    let mut tick = tokio::time::interval(crate::stats::STATS_PERIOD);
+    loop {
+        tick.tick().await;
+        let Some(app) = app.upgrade() else { return };
+        let totals = crate::admin::census::Census::take(&app).by_database();
+        app.stats_history.push(totals);
     }
 }

@@ -19,6 +19,9 @@ impl SqlState {
     pub const CANNOT_CONNECT_NOW: Self = Self("57P03");
     pub const INTERNAL_ERROR: Self = Self("XX000");
     pub const INVALID_PARAMETER_VALUE: Self = Self("22023");
+    pub const SYNTAX_ERROR: Self = Self("42601");
+    pub const UNDEFINED_OBJECT: Self = Self("42704");
+    pub const CONFIG_FILE_ERROR: Self = Self("F0000");
     pub const IDLE_SESSION_TIMEOUT: Self = Self("57P05");
 
     pub fn code(self) -> &'static str {

@@ -18,10 +18,13 @@ use std::process::ExitCode;
 
 pub use error::{ConfigError, Problem};
 pub use model::{
-    AnalysisSettings, AuthMethod, CacheAdmission, Config, Database, General, PasswordFormat, PoolDefaults,
-    PoolMode, PoolSettings, TlsMode, User,
+    AnalysisSettings, AuthMethod, CacheAdmission, Config, Database, General, LogFormat, PasswordFormat,
+    PoolDefaults, PoolMode, PoolSettings, TlsMode, User,
 };
 pub use values::parse_duration;
+
+/// Databases that reach the admin console instead of a server.
+pub const ADMIN_DATABASES: [&str; 2] = ["pgvia", "pgbouncer"];
 
 impl Config {
     /// Reads and validates the file at `path`.
@@ -38,6 +41,7 @@ impl Config {
         let mut config: Config = serde_path_to_error::deserialize(toml::Deserializer::new(text))
             .map_err(|e| invalid(vec![deserialize_problem(text, e)]))?;
         config.resolve_paths(origin);
+        config.origin = origin.to_owned();
 
         let mut problems = validate::validate(&config);
         if problems.is_empty() {
@@ -61,6 +65,11 @@ impl Config {
     /// The `[[databases]]` entry clients call `name`.
     pub fn database(&self, name: &str) -> Option<&Database> {
         self.databases.iter().find(|d| d.name == name)
+    }
+
+    /// Whether `name` is one of the admin console's virtual databases.
+    pub fn is_admin_database(name: &str) -> bool {
+        ADMIN_DATABASES.contains(&name)
     }
 
     /// The `[[users]]` entry called `name`.

@@ -2,7 +2,8 @@
 //!
 //! Every table rejects unknown keys: a misspelt `pool_szie` silently falling back to the
 //! default is the kind of mistake that only shows up under production load.
-//! Reloading is not implemented yet, so every key takes effect at start-up only.
+//! A reload (SIGHUP or the admin console's `RELOAD`) applies most keys; the ones that need a
+//! restart say so.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -75,9 +76,13 @@ pub struct Config {
     /// `[[users]]`: the users who may log in. Default: none (then nobody can log in).
     #[serde(default)]
     pub users: Vec<User>,
-    /// `[analysis]`: how queries are parsed and summarised for routing. Optional.
+    /// `[analysis]`: how queries are parsed and summarised for routing. Optional. A reload
+    /// does not apply it (restart).
     #[serde(default)]
     pub analysis: AnalysisSettings,
+    /// The file this configuration was read from, re-read by a reload. Not a key.
+    #[serde(skip)]
+    pub origin: PathBuf,
 }
 
 /// `[general]`.
@@ -120,6 +125,28 @@ pub struct General {
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or a tracing
     /// directive list such as `"info,pgvia::pool=debug"`. Default `"info"`.
     pub log_level: String,
+    /// `host:port` of the HTTP listener serving `/metrics` and `/health`. Default: none (off).
+    /// Restart to change.
+    pub metrics_listen: Option<String>,
+    /// Log line format: `text` or `json`. Default `text`. Restart to change.
+    pub log_format: LogFormat,
+    /// Log a line when a client logs in and when it leaves (address, user, database, why).
+    /// Default true.
+    pub log_connections: bool,
+    /// Log queries that take longer than this (text truncated, literals removed). Default
+    /// `"0s"`: off.
+    #[serde(deserialize_with = "values::duration")]
+    pub slow_query_threshold: Duration,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 impl Default for General {
@@ -138,6 +165,10 @@ impl Default for General {
             server_reset_query: "DISCARD ALL".to_owned(),
             server_reset_timeout: Duration::from_secs(5),
             log_level: "info".to_owned(),
+            metrics_listen: None,
+            log_format: LogFormat::Text,
+            log_connections: true,
+            slow_query_threshold: Duration::ZERO,
         }
     }
 }
@@ -317,6 +348,9 @@ pub struct User {
     /// Overrides `general.auth_method` for this user.
     #[serde(default)]
     pub auth_method: Option<AuthMethod>,
+    /// May use the admin console (virtual databases `pgvia` and `pgbouncer`). Default false.
+    #[serde(default)]
+    pub admin: bool,
     /// Plaintext password pgvia gives when PostgreSQL asks for one. Default: `password` when
     /// that is plaintext. Use [`User::password_for_server`].
     #[serde(default)]

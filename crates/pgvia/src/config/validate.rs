@@ -11,6 +11,16 @@ use super::error::Problem;
 use super::model::{AuthMethod, Config, PasswordFormat, PoolMode, TlsMode, User};
 use super::resolve::{Layer, Stack};
 
+/// `host:port`, with the port a number and the host not empty (`[::1]:9930` for IPv6).
+fn check_host_port(addr: &str) -> Result<(), String> {
+    let bad = || format!("expected host:port, such as \"127.0.0.1:9930\", got {addr:?}");
+    let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || host.contains(char::is_whitespace) || port.parse::<u16>().is_err() {
+        return Err(bad());
+    }
+    Ok(())
+}
+
 /// All problems with `config`, in no particular order and without line numbers.
 pub(crate) fn validate(config: &Config) -> Vec<Problem> {
     let mut v = Validator { problems: Vec::new() };
@@ -60,6 +70,11 @@ impl Validator {
         }
         if let Err(message) = check_log_level(&g.log_level) {
             self.report("general.log_level", message);
+        }
+        if let Some(addr) = &g.metrics_listen {
+            if let Err(message) = check_host_port(addr) {
+                self.report("general.metrics_listen", message);
+            }
         }
         if g.tls_mode != TlsMode::Disable {
             let files = [("tls_cert_file", &g.tls_cert_file), ("tls_key_file", &g.tls_key_file)];
@@ -114,6 +129,9 @@ impl Validator {
         for (i, db) in config.databases.iter().enumerate() {
             let at = |key: &str| format!("databases[{i}].{key}");
             self.name(&at("name"), &db.name, "database", &mut seen);
+            if Config::is_admin_database(&db.name) {
+                self.report(at("name"), format!("{:?} is reserved for the admin console", db.name));
+            }
             if db.host.is_empty() || db.host.contains(char::is_whitespace) {
                 self.report(at("host"), format!("expected an IP address or a hostname, got {:?}", db.host));
             }

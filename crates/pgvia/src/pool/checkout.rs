@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::Pool;
+use crate::clients::{set_current_state, ClientState};
 use crate::server::ServerConn;
 
 /// A server checked out of a pool. Give it back with [`Checkout::release`], which resets it;
@@ -40,6 +41,7 @@ impl Checkout {
     /// Resets the server and returns it to the pool, or closes it if it cannot be made clean.
     pub async fn release(mut self, reset_query: &str, reset_timeout: Duration) {
         let Some(mut conn) = self.conn.take() else { return };
+        set_current_state(ClientState::Idle);
         self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
         match conn.reset(reset_query, reset_timeout).await {
             Ok(()) => self.pool.put_idle(conn),
@@ -68,6 +70,7 @@ impl Checkout {
 
     fn give_back(mut self, clean_enough: impl FnOnce(&ServerConn) -> bool) {
         let Some(conn) = self.conn.take() else { return };
+        set_current_state(ClientState::Idle);
         self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
         if conn.broken || !conn.tracker.is_quiescent() || !clean_enough(&conn) {
             self.pool.close_conn(conn, "given back in use");
@@ -80,6 +83,7 @@ impl Checkout {
 impl Drop for Checkout {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
+            set_current_state(ClientState::Idle);
             self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
             self.pool.close_conn(conn, "released without reset");
         }

@@ -8,20 +8,22 @@ mod checkout;
 mod maintain;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
 use thiserror::Error;
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 
 pub use checkout::Checkout;
 
+use crate::clients::{set_current_state, ClientState};
 use crate::config::PoolSettings;
 use crate::server::{ServerAddress, ServerConn, ServerError, ServerParams};
 use crate::session::PinReason;
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PoolKey {
     pub database: String,
     pub user: String,
@@ -37,9 +39,11 @@ pub enum PoolError {
     Closed { pool: String },
 }
 
-/// Counters read by logs and, later, the admin console and metrics.
+/// Counters read by logs, the admin console and metrics.
 #[derive(Debug, Default)]
 pub struct PoolStats {
+    /// Server connections being opened right now.
+    pub servers_connecting: AtomicUsize,
     pub servers_active: AtomicUsize,
     pub servers_idle: AtomicUsize,
     pub clients_waiting: AtomicUsize,
@@ -50,6 +54,19 @@ pub struct PoolStats {
     pub resets_failed: AtomicU64,
     /// Clients pinned to their server in transaction mode, by [`PinReason`] index.
     pub pins: [AtomicU64; PinReason::ALL.len()],
+    /// Servers that must close when they come back (opened before a `RECONNECT` or a
+    /// reload that replaced the pool) and have not yet.
+    pub servers_stale: AtomicUsize,
+}
+
+/// A snapshot of one server connection for `SHOW SERVERS`.
+#[derive(Debug, Clone)]
+pub struct ServerRow {
+    pub id: u64,
+    pub process_id: u32,
+    pub peer: std::net::SocketAddr,
+    pub created: Instant,
+    pub last_used: Instant,
 }
 
 pub struct Pool {
@@ -68,6 +85,17 @@ pub struct Pool {
     /// asks for them again is let in without asking a server.
     accepted_settings: Mutex<HashSet<(String, String)>>,
     pub stats: PoolStats,
+    /// Traffic of clients that left; shared with the pool that replaces this one on reload.
+    pub totals: Arc<crate::stats::Counters>,
+    pub wait_histogram: Arc<crate::stats::WaitHistogram>,
+    /// `PAUSE`: checkouts wait while true.
+    paused: watch::Sender<bool>,
+    /// Set when a reload replaced or removed this pool: servers coming back are closed.
+    retired: AtomicBool,
+    /// The pool that took this one's place on reload; checkouts go there.
+    successor: ArcSwapOption<Pool>,
+    /// Servers opened before this instant close when they come back (`RECONNECT`).
+    reconnect_before: Mutex<Option<Instant>>,
 }
 
 /// Enough distinct startup settings for any real application; past it, new ones are checked
@@ -82,6 +110,19 @@ impl std::fmt::Debug for Pool {
 
 impl Pool {
     pub fn new(key: PoolKey, addr: ServerAddress, settings: PoolSettings, max_frame: usize) -> Arc<Self> {
+        Self::with_totals(key, addr, settings, max_frame, Default::default(), Default::default(), false)
+    }
+
+    /// A pool that carries on the traffic totals (and pause state) of one it replaces.
+    pub fn with_totals(
+        key: PoolKey,
+        addr: ServerAddress,
+        settings: PoolSettings,
+        max_frame: usize,
+        totals: Arc<crate::stats::Counters>,
+        wait_histogram: Arc<crate::stats::WaitHistogram>,
+        paused: bool,
+    ) -> Arc<Self> {
         let pool = Arc::new(Pool {
             name: format!("{}/{}", key.database, key.user),
             key,
@@ -93,6 +134,12 @@ impl Pool {
             startup_params: Mutex::new(None),
             accepted_settings: Mutex::new(HashSet::new()),
             stats: PoolStats::default(),
+            totals,
+            wait_histogram,
+            paused: watch::channel(paused).0,
+            retired: AtomicBool::new(false),
+            successor: ArcSwapOption::empty(),
+            reconnect_before: Mutex::new(None),
         });
         maintain::spawn(Arc::downgrade(&pool));
         pool
@@ -108,9 +155,43 @@ impl Pool {
     }
 
     /// Takes a server for a client, waiting up to the checkout timeout for one to be free.
+    /// A pool a reload replaced hands the request to its successor; a paused pool makes the
+    /// client wait (without a time limit) until it is resumed.
     pub async fn checkout(self: &Arc<Self>) -> Result<Checkout, PoolError> {
+        let mut pool = self.current();
+        loop {
+            set_current_state(ClientState::Waiting);
+            let result = pool.checkout_here().await;
+            match result {
+                Err(PoolError::Closed { .. }) if pool.successor.load().is_some() => pool = pool.current(),
+                Ok(c) => {
+                    set_current_state(ClientState::Active);
+                    return Ok(c);
+                }
+                Err(e) => {
+                    set_current_state(ClientState::Idle);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The newest pool in this pool's line of successors (itself if it was not replaced).
+    pub fn current(self: &Arc<Self>) -> Arc<Pool> {
+        let mut pool = self.clone();
+        while let Some(next) = pool.successor.load_full() {
+            pool = next;
+        }
+        pool
+    }
+
+    async fn checkout_here(self: &Arc<Self>) -> Result<Checkout, PoolError> {
         let waited = self.settings.checkout_timeout;
+        let started = Instant::now();
         self.stats.clients_waiting.fetch_add(1, Ordering::Relaxed);
+        let mut paused = self.paused.subscribe();
+        // Closed pools must not keep clients waiting for a RESUME that cannot help them.
+        let _ = paused.wait_for(|p| !*p || self.permits.is_closed()).await;
         let permit = tokio::time::timeout(waited, self.permits.clone().acquire_owned()).await;
         self.stats.clients_waiting.fetch_sub(1, Ordering::Relaxed);
         let permit = match permit {
@@ -125,9 +206,79 @@ impl Pool {
             Some(c) => c,
             None => self.connect().await?,
         };
+        let wait = started.elapsed();
+        self.totals.wait_us.fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
+        self.totals.waits.fetch_add(1, Ordering::Relaxed);
+        self.wait_histogram.observe(wait);
         self.stats.checkouts.fetch_add(1, Ordering::Relaxed);
         self.stats.servers_active.fetch_add(1, Ordering::Relaxed);
         Ok(Checkout::new(self.clone(), conn, permit))
+    }
+
+    /// `PAUSE` (true) or `RESUME` (false) this pool.
+    pub fn set_paused(&self, paused: bool) {
+        self.paused.send_replace(paused);
+    }
+
+    pub fn is_paused(&self) -> bool {
+        *self.paused.borrow()
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
+    /// `RECONNECT`: idle servers close now, checked-out ones when they come back.
+    pub fn reconnect(&self) {
+        let now = Instant::now();
+        *self.reconnect_before.lock().unwrap_or_else(PoisonError::into_inner) = Some(now);
+        let drained: Vec<_> = std::mem::take(&mut *self.idle_list());
+        self.stats.servers_idle.store(0, Ordering::Relaxed);
+        for c in drained {
+            self.close_conn(c, "RECONNECT");
+        }
+        // Counted after the idle ones closed: what is left is checked out.
+        self.stats.servers_stale.store(self.stats.servers_active.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    /// Whether a server returning to this pool must be closed instead of kept.
+    fn is_stale(&self, conn: &ServerConn) -> bool {
+        if self.is_retired() {
+            return true;
+        }
+        let before = *self.reconnect_before.lock().unwrap_or_else(PoisonError::into_inner);
+        before.is_some_and(|t| conn.created < t)
+    }
+
+    /// Idle servers, for `SHOW SERVERS`.
+    pub fn idle_servers(&self) -> Vec<ServerRow> {
+        self.idle_list()
+            .iter()
+            .map(|c| ServerRow {
+                id: c.id,
+                process_id: c.key.process_id,
+                peer: c.peer,
+                created: c.created,
+                last_used: c.last_used,
+            })
+            .collect()
+    }
+
+    /// Reload: `next` serves this pool's clients from now on. This pool stops handing out
+    /// servers (its waiters move to `next`), closes its idle ones, and closes the checked-out
+    /// ones as their clients give them back.
+    pub fn replace_with(&self, next: Arc<Pool>) {
+        self.successor.store(Some(next));
+        self.retire();
+    }
+
+    /// Reload removed this pool: no more checkouts; servers close as they come back.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+        self.close();
+        self.stats.servers_stale.store(self.stats.servers_active.load(Ordering::Relaxed), Ordering::Relaxed);
+        // Wake clients waiting on a pause so they see the pool is closed.
+        self.paused.send_replace(false);
     }
 
     /// The parameters a new server reports, for welcoming a client before it has a server.
@@ -179,9 +330,10 @@ impl Pool {
     }
 
     async fn connect(&self) -> Result<ServerConn, PoolError> {
-        let conn = ServerConn::connect(&self.addr, self.settings.connect_timeout, self.max_frame)
-            .await
-            .map_err(|source| PoolError::Connect { pool: self.name.clone(), source })?;
+        self.stats.servers_connecting.fetch_add(1, Ordering::Relaxed);
+        let conn = ServerConn::connect(&self.addr, self.settings.connect_timeout, self.max_frame).await;
+        self.stats.servers_connecting.fetch_sub(1, Ordering::Relaxed);
+        let conn = conn.map_err(|source| PoolError::Connect { pool: self.name.clone(), source })?;
         self.stats.servers_created.fetch_add(1, Ordering::Relaxed);
         *self.startup_params.lock().unwrap_or_else(PoisonError::into_inner) =
             Some(Arc::new(conn.params.clone()));
@@ -191,6 +343,10 @@ impl Pool {
 
     /// Returns a clean server to the idle list, or closes it when it is too old.
     fn put_idle(&self, mut conn: ServerConn) {
+        if self.is_stale(&conn) {
+            self.close_conn(conn, "pool reconnected or replaced");
+            return;
+        }
         let lifetime = self.settings.max_lifetime;
         if !lifetime.is_zero() && conn.created.elapsed() >= lifetime {
             self.close_conn(conn, "reached max_lifetime");
@@ -204,6 +360,12 @@ impl Pool {
 
     fn close_conn(&self, conn: ServerConn, why: &str) {
         tracing::debug!(pool = %self.name, server = conn.id, why, "closing server connection");
+        if self.is_stale(&conn) {
+            let _ = self
+                .stats
+                .servers_stale
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
         self.stats.servers_closed.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(conn.close());
     }
@@ -238,7 +400,23 @@ impl Pools {
     }
 
     pub fn all(&self) -> Vec<Arc<Pool>> {
-        self.map.lock().unwrap_or_else(PoisonError::into_inner).values().cloned().collect()
+        let mut all: Vec<_> =
+            self.map.lock().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        all.sort_by(|a, b| (&a.key.database, &a.key.user).cmp(&(&b.key.database, &b.key.user)));
+        all
+    }
+
+    pub fn get(&self, key: &PoolKey) -> Option<Arc<Pool>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner).get(key).cloned()
+    }
+
+    /// Puts `pool` in place of whatever pool had its key; returns the one replaced.
+    pub fn insert(&self, pool: Arc<Pool>) -> Option<Arc<Pool>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner).insert(pool.key.clone(), pool)
+    }
+
+    pub fn remove(&self, key: &PoolKey) -> Option<Arc<Pool>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner).remove(key)
     }
 
     pub fn close_all(&self) {

@@ -71,26 +71,32 @@ pub struct Session<'a> {
 impl Session<'_> {
     /// Serves the client until it leaves, fails, or shutdown ends it. The client's last
     /// message (why it was closed), if any, is left in `out`; the server is still held, for
-    /// [`Session::release_server`].
-    pub async fn run(&mut self, out: &mut BytesMut) {
+    /// [`Session::release_server`]. Returns why the session ended, for the log.
+    pub async fn run(&mut self, out: &mut BytesMut) -> String {
         let end = self.serve().await;
         self.cancel.slot.set(None);
         match end {
-            RelayEnd::ClientDone => {}
+            RelayEnd::ClientDone => "client closed the connection".to_owned(),
             RelayEnd::Error(e) => {
                 tracing::info!(pool = %self.pool.name, error = %e, "closing client session");
                 e.write_fatal(out);
+                e.to_string()
             }
             RelayEnd::ServerLost { error, told_client } => {
                 tracing::warn!(pool = %self.pool.name, error = %error, "server connection lost during a session");
+                let reason = format!("server connection lost: {error}");
                 // When the server's own FATAL already reached the client, that is the last word.
                 if !told_client {
                     SessionError::Server(error).write_fatal(out);
                 }
+                reason
             }
-            RelayEnd::Shutdown => SessionError::Shutdown.write_fatal(out),
+            RelayEnd::Shutdown => {
+                SessionError::Shutdown.write_fatal(out);
+                "shutdown or killed by the admin console".to_owned()
+            }
             // `serve` handles this itself and never returns it.
-            RelayEnd::Quiescent => {}
+            RelayEnd::Quiescent => String::new(),
         }
     }
 
@@ -100,8 +106,8 @@ impl Session<'_> {
         if checkout.conn_ref().broken {
             drop(checkout);
         } else {
-            let general = &self.app.config().general;
-            checkout.release(&general.server_reset_query, general.server_reset_timeout).await;
+            let config = self.app.config();
+            checkout.release(&config.general.server_reset_query, config.general.server_reset_timeout).await;
         }
     }
 
@@ -202,7 +208,7 @@ impl Session<'_> {
                 }
                 r = reader.read_buf(&mut self.bufs.from_client) => match r {
                     Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
-                    Ok(_) => {}
+                    Ok(n) => self.bufs.meter.from_client(n),
                 },
                 r = writer.write(&self.bufs.to_client), if !self.bufs.to_client.is_empty() => match r {
                     Ok(n) => {

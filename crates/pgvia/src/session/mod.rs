@@ -29,6 +29,8 @@ use startup::Opening;
 pub use state::PinReason;
 
 use crate::app::App;
+use crate::clients::ClientIdentity;
+use crate::config::Config;
 use crate::net::ClientStream;
 use crate::server::ServerParams;
 
@@ -40,14 +42,22 @@ const LOGIN_TIMEOUT: Duration = Duration::from_secs(60);
 pub async fn serve(app: Arc<App>, tcp: TcpStream, peer: SocketAddr) {
     crate::net::stream::tune(&tcp);
     let _session = app.session_started();
-    match run(&app, tcp).await {
+    let local = tcp.local_addr().ok();
+    match run(&app, tcp, Endpoints { peer, local }).await {
         Ok(()) => tracing::debug!(%peer, "client session ended"),
         Err(SessionError::ClientIo(e)) => tracing::debug!(%peer, error = %e, "client connection closed"),
         Err(e) => tracing::info!(%peer, error = %e, "client refused"),
     }
 }
 
-async fn run(app: &App, tcp: TcpStream) -> Result<(), SessionError> {
+/// The two ends of a client's TCP connection.
+#[derive(Debug, Clone, Copy)]
+struct Endpoints {
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+}
+
+async fn run(app: &App, tcp: TcpStream, ends: Endpoints) -> Result<(), SessionError> {
     let opening = tokio::time::timeout(LOGIN_TIMEOUT, startup::open(app, tcp))
         .await
         .map_err(|_| SessionError::LoginTimeout(LOGIN_TIMEOUT))??;
@@ -56,7 +66,7 @@ async fn run(app: &App, tcp: TcpStream) -> Result<(), SessionError> {
         None | Some(Opening::Cancelled) => return Ok(()),
         Some(Opening::Refused { stream, error }) => (stream, Err(error)),
         Some(Opening::Login { mut stream, startup, mut buf }) => {
-            let result = logged_in(app, &mut stream, &startup, &mut buf, &mut out).await;
+            let result = logged_in(app, &mut stream, &startup, &mut buf, &mut out, ends).await;
             (stream, result)
         }
     };
@@ -78,7 +88,9 @@ async fn logged_in(
     startup: &StartupMessage,
     buf: &mut BytesMut,
     out: &mut BytesMut,
+    ends: Endpoints,
 ) -> Result<(), SessionError> {
+    let since = std::time::Instant::now();
     let _client_slot = app.client_slot(None)?;
     let identity = login::identify(startup)?;
     login::negotiate(startup, out);
@@ -87,6 +99,30 @@ async fn logged_in(
         .await
         .map_err(|_| SessionError::LoginTimeout(LOGIN_TIMEOUT))??;
     let config = app.config();
+    let tls = stream.is_tls();
+    let who = |admin| ClientIdentity {
+        peer: ends.peer,
+        local: ends.local,
+        user: identity.user.clone(),
+        database: identity.database.clone(),
+        application_name: startup.param("application_name").unwrap_or_default().to_owned(),
+        tls,
+        admin,
+    };
+    if Config::is_admin_database(&identity.database) {
+        if !config.user(&identity.user).is_some_and(|u| u.admin) {
+            return Err(SessionError::refused(
+                SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+                format!(
+                    "user \"{}\" may not use the admin console (set admin = true on the user)",
+                    identity.user
+                ),
+            ));
+        }
+        let handle = app.clients.register(who(true), since, None, || app.phase());
+        drop(config);
+        return crate::admin::serve(app, stream, buf, out, &handle.info).await;
+    }
     let Some(database) = config.database(&identity.database) else {
         return Err(SessionError::refused(
             SqlState::INVALID_CATALOG_NAME,
@@ -113,7 +149,13 @@ async fn logged_in(
     build::ready_for_query(out, TransactionStatus::Idle.as_byte());
     send(stream, out).await?;
 
+    let handle = app.clients.register(who(false), since, Some(cancel.slot.clone()), || app.phase());
+    let info = handle.info.clone();
+    if config.general.log_connections {
+        tracing::info!(client = info.id, addr = %ends.peer, user = %identity.user, database = %identity.database, "client connected");
+    }
     let mut bufs = relay::Buffers::new();
+    bufs.meter = crate::stats::Meter::new(info.clone());
     bufs.from_client = std::mem::take(buf);
     let mut session = client::Session {
         app,
@@ -124,17 +166,35 @@ async fn logged_in(
         told,
         bufs,
         decoder: FrameDecoder::new(config.general.max_message_size as usize),
-        shutdown: app.shutdown_watch(),
+        shutdown: info.phase_watch(),
         server: None,
         deferred_begin: None,
     };
-    session.run(out).await;
-    // The client hears why it was closed before the server is reset, which may take a
-    // round trip or two.
-    if !out.is_empty() {
-        let _ = send(session.client, out).await;
+    drop(config);
+    let reason = crate::clients::CURRENT
+        .scope(info.clone(), async {
+            let reason = session.run(out).await;
+            // The client hears why it was closed before the server is reset, which may take
+            // a round trip or two.
+            if !out.is_empty() {
+                let _ = send(session.client, out).await;
+            }
+            session.release_server().await;
+            reason
+        })
+        .await;
+    handle.leave(&session.pool.totals);
+    if app.config().general.log_connections {
+        tracing::info!(
+            client = info.id,
+            addr = %ends.peer,
+            user = %identity.user,
+            database = %identity.database,
+            duration = ?since.elapsed(),
+            reason = %reason,
+            "client disconnected"
+        );
     }
-    session.release_server().await;
     Ok(())
 }
 

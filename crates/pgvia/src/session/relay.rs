@@ -17,6 +17,7 @@ use crate::app::Phase;
 use crate::net::ClientStream;
 use crate::pool::Pool;
 use crate::server::{ServerConn, ServerError, ServerEvent};
+use crate::stats::Meter;
 
 /// Stop reading a side while this much is waiting to be written to the other: the slower
 /// peer sets the pace and memory per session stays bounded.
@@ -28,6 +29,9 @@ pub struct Buffers {
     pub from_client: BytesMut,
     pub to_server: BytesMut,
     pub to_client: BytesMut,
+    /// The session's traffic counters (admin console, metrics); they travel with the
+    /// buffers because the relay is where the traffic is seen.
+    pub meter: Meter,
 }
 
 impl Buffers {
@@ -177,7 +181,7 @@ struct ServerScan {
     error: Option<ServerError>,
 }
 
-fn scan_server(buf: &[u8], server: &mut ServerConn) -> ServerScan {
+fn scan_server(buf: &[u8], server: &mut ServerConn, meter: &mut Meter) -> ServerScan {
     let decoder = server.decoder;
     let mut pos = 0;
     let mut fatal = false;
@@ -206,8 +210,14 @@ fn scan_server(buf: &[u8], server: &mut ServerConn) -> ServerScan {
                     error: Some(ServerError::Desync("ReadyForQuery without a pending request")),
                 }
             }
-            ServerEvent::Ready { .. } => ready = true,
+            ServerEvent::Ready { status, .. } => {
+                ready = true;
+                meter.ready(1, status == wire::backend::TransactionStatus::Idle);
+            }
             ServerEvent::Other => {}
+        }
+        if tag == wire::backend::tag::ERROR_RESPONSE {
+            meter.error(wire::backend::Fields::new(body).code().unwrap_or_default().as_bytes());
         }
         if server.swallow_replies > 0 {
             if tag == wire::backend::tag::READY_FOR_QUERY {
@@ -232,6 +242,9 @@ async fn take_client_frames(
     }
     server.dirty = true;
     let scan = scan_client(&bufs.from_client, decoder, server, tracking);
+    if scan.forward > 0 {
+        bufs.meter.request();
+    }
     move_prefix(&mut bufs.from_client, &mut bufs.to_server, scan.forward);
     if !scan.terminated && scan.error.is_none() {
         return None;
@@ -293,11 +306,11 @@ pub async fn relay(
                         server.broken = true;
                         return RelayEnd::ServerLost { error: e.into(), told_client: server_fatal };
                     }
-                    Ok(_) => {}
+                    Ok(n) => bufs.meter.from_server(n),
                 }
                 let mut read_buf = std::mem::take(&mut server.read_buf);
                 let scan = loop {
-                    let scan = scan_server(&read_buf, server);
+                    let scan = scan_server(&read_buf, server, &mut bufs.meter);
                     move_prefix(&mut read_buf, &mut bufs.to_client, scan.forward);
                     server_fatal |= scan.fatal;
                     if scan.swallow == 0 {
@@ -321,7 +334,7 @@ pub async fn relay(
             r = cr.read_buf(&mut bufs.from_client), if bufs.to_server.len() < HIGH_WATER => {
                 match r {
                     Ok(0) | Err(_) => return RelayEnd::ClientDone,
-                    Ok(_) => {}
+                    Ok(n) => bufs.meter.from_client(n),
                 }
                 if let Some(end) = take_client_frames(bufs, decoder, server, tracking.as_mut()).await {
                     return end;

@@ -1,0 +1,230 @@
+//! Who is connected: one entry per logged-in client, for the admin console (`SHOW CLIENTS`,
+//! `SHOW POOLS`, `KILL_CLIENT`), metrics and per-client shutdown.
+//!
+//! The registry map is touched only at login and disconnect. A session reports its state
+//! (idle, waiting for a server, holding one) with a store into its own entry, and its
+//! traffic counters are its own atomics: nothing on the hot path is shared between sessions,
+//! and readers sum the entries when asked.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Instant, SystemTime};
+
+use tokio::sync::watch;
+
+use crate::app::Phase;
+use crate::cancel::{CancelSlot, CancelTarget};
+use crate::stats::Counters;
+
+/// What a client is doing, as the admin console reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ClientState {
+    /// Logged in, holding no server, not asking for one.
+    Idle = 0,
+    /// Waiting for a server from its pool (or for a paused pool to resume).
+    Waiting = 1,
+    /// Holding a server.
+    Active = 2,
+}
+
+impl ClientState {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => ClientState::Waiting,
+            2 => ClientState::Active,
+            _ => ClientState::Idle,
+        }
+    }
+}
+
+/// Who a client is; fixed at login.
+#[derive(Debug, Clone)]
+pub struct ClientIdentity {
+    pub peer: SocketAddr,
+    pub local: Option<SocketAddr>,
+    pub user: String,
+    pub database: String,
+    pub application_name: String,
+    pub tls: bool,
+    /// Connected to the admin console rather than a pool.
+    pub admin: bool,
+}
+
+/// One logged-in client.
+#[derive(Debug)]
+pub struct ClientInfo {
+    /// pgvia's own number for the client (`KILL_CLIENT id`), unique for the process's life.
+    pub id: u64,
+    pub who: ClientIdentity,
+    pub connected_at: SystemTime,
+    /// When the client was accepted, for durations.
+    pub since: Instant,
+    state: AtomicU8,
+    /// Microseconds after `since` at which the current wait (or last request) began.
+    wait_started_us: AtomicU64,
+    /// Traffic, summed into its pool's totals when the client leaves.
+    pub counters: Counters,
+    cancel: Option<Arc<CancelSlot>>,
+    /// Per-client copy of the shutdown phase: the process phase is forwarded to it, and
+    /// `KILL_CLIENT` / `KILL db` end just this client by setting it to `Terminating`.
+    phase: watch::Sender<Phase>,
+}
+
+impl ClientInfo {
+    pub fn state(&self) -> ClientState {
+        ClientState::from_u8(self.state.load(Ordering::Relaxed))
+    }
+
+    pub fn set_state(&self, state: ClientState) {
+        if state == ClientState::Waiting {
+            let now = self.since.elapsed().as_micros() as u64;
+            self.wait_started_us.store(now, Ordering::Relaxed);
+        }
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// How long the client has been waiting for a server, if it is.
+    pub fn waiting_for(&self) -> Option<std::time::Duration> {
+        if self.state() != ClientState::Waiting {
+            return None;
+        }
+        let started = self.wait_started_us.load(Ordering::Relaxed);
+        let now = self.since.elapsed().as_micros() as u64;
+        Some(std::time::Duration::from_micros(now.saturating_sub(started)))
+    }
+
+    /// The server the client holds right now (its cancel target), if any.
+    pub fn server(&self) -> Option<Arc<CancelTarget>> {
+        self.cancel.as_ref().and_then(|c| c.target())
+    }
+
+    /// Ends this client's session as shutdown would: between transactions at once, or (with
+    /// `Terminating`) immediately.
+    pub fn end(&self, phase: Phase) {
+        self.phase.send_if_modified(|p| {
+            let later = phase_rank(phase) > phase_rank(*p);
+            if later {
+                *p = phase;
+            }
+            later
+        });
+    }
+
+    pub fn phase_watch(&self) -> watch::Receiver<Phase> {
+        self.phase.subscribe()
+    }
+}
+
+fn phase_rank(p: Phase) -> u8 {
+    match p {
+        Phase::Running => 0,
+        Phase::Draining => 1,
+        Phase::Terminating => 2,
+    }
+}
+
+/// All logged-in clients.
+#[derive(Debug, Default)]
+pub struct ClientRegistry {
+    map: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+    next_id: AtomicU64,
+}
+
+/// A client's place in the registry; dropping it removes the client.
+pub struct ClientHandle {
+    pub info: Arc<ClientInfo>,
+    registry: Arc<ClientRegistry>,
+}
+
+impl ClientHandle {
+    /// Removes the client, adding its traffic to `totals` (its pool's) in the same step, so
+    /// a reader summing pools and clients never sees the counts twice or not at all.
+    pub fn leave(self, totals: &crate::stats::Counters) {
+        let mut map = self.registry.lock();
+        totals.absorb(&self.info.counters.load());
+        map.remove(&self.info.id);
+    }
+}
+
+impl Drop for ClientHandle {
+    fn drop(&mut self) {
+        self.registry.lock().remove(&self.info.id);
+    }
+}
+
+impl ClientRegistry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<ClientInfo>>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds a logged-in client. `phase` is the process's phase, read by the caller while
+    /// this runs so a phase change cannot slip between (see [`ClientRegistry::broadcast`]).
+    pub fn register(
+        self: &Arc<Self>,
+        who: ClientIdentity,
+        since: Instant,
+        cancel: Option<Arc<CancelSlot>>,
+        phase: impl FnOnce() -> Phase,
+    ) -> ClientHandle {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut map = self.lock();
+        let (phase, _) = watch::channel(phase());
+        let info = Arc::new(ClientInfo {
+            id,
+            who,
+            connected_at: SystemTime::now(),
+            since,
+            state: AtomicU8::new(ClientState::Idle as u8),
+            wait_started_us: AtomicU64::new(0),
+            counters: Counters::default(),
+            cancel,
+            phase,
+        });
+        map.insert(id, info.clone());
+        ClientHandle { info, registry: self.clone() }
+    }
+
+    /// Every client, in login order.
+    pub fn all(&self) -> Vec<Arc<ClientInfo>> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Runs `f` with the registry locked: clients can neither arrive nor leave meanwhile.
+    pub fn locked<R>(&self, f: impl FnOnce(&BTreeMap<u64, Arc<ClientInfo>>) -> R) -> R {
+        f(&self.lock())
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<ClientInfo>> {
+        self.lock().get(&id).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forwards a process phase change to every client. Called after the process phase was
+    /// set; a client registering meanwhile reads the new phase itself.
+    pub fn broadcast(&self, phase: Phase) {
+        for c in self.lock().values() {
+            c.end(phase);
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The client a session task serves, so the pool can report the client as waiting
+    /// without every layer in between passing it along.
+    pub static CURRENT: Arc<ClientInfo>;
+}
+
+/// Sets the state of the client the current task serves, if any.
+pub fn set_current_state(state: ClientState) {
+    let _ = CURRENT.try_with(|c| c.set_state(state));
+}
