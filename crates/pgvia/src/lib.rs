@@ -10,6 +10,7 @@ pub mod auth;
 pub mod cancel;
 pub mod clients;
 pub mod config;
+pub mod metrics;
 pub mod net;
 pub mod pool;
 pub mod proxy;

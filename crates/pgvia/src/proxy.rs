@@ -24,6 +24,8 @@ pub enum ProxyError {
 pub struct Proxy {
     app: Arc<App>,
     listener: TcpListener,
+    /// `/metrics` and `/health`, when `general.metrics_listen` is set.
+    metrics: Option<TcpListener>,
 }
 
 /// How long sessions get to send their last words after `shutdown_timeout` has passed.
@@ -33,11 +35,23 @@ impl Proxy {
     pub async fn bind(config: Config) -> Result<Self, ProxyError> {
         let host = config.general.listen_addr.clone();
         let port = config.general.listen_port;
+        let metrics_addr = config.general.metrics_listen.clone();
         let app = App::new(config)?;
         let listener = crate::net::listener::bind(&host, port)
             .await
             .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
-        Ok(Self { app, listener })
+        let metrics = match metrics_addr {
+            Some(addr) => Some(
+                TcpListener::bind(addr.as_str()).await.map_err(|source| ProxyError::Bind { addr, source })?,
+            ),
+            None => None,
+        };
+        Ok(Self { app, listener, metrics })
+    }
+
+    /// Where `/metrics` is served, if it is.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -52,9 +66,10 @@ impl Proxy {
     /// at once, sessions finish their transactions for up to `shutdown_timeout`, and whoever
     /// is left is told 57P01 and closed.
     pub async fn run(self, stop: impl Future<Output = ()>) {
-        let Proxy { app, listener } = self;
+        let Proxy { app, listener, metrics } = self;
         tokio::pin!(stop);
         let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
+        let metrics = metrics.map(|l| tokio::spawn(crate::metrics::serve(l, app.clone())));
         loop {
             tokio::select! {
                 _ = &mut stop => break,
@@ -89,6 +104,9 @@ impl Proxy {
         }
         app.pools.close_all();
         sampler.abort();
+        if let Some(m) = metrics {
+            m.abort();
+        }
         tracing::info!("pgvia stopped");
     }
 }

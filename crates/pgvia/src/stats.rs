@@ -169,7 +169,6 @@ pub const WAIT_BUCKETS: [f64; 10] = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0
 pub struct WaitHistogram {
     /// Counts per bucket of [`WAIT_BUCKETS`], plus one for +Inf (not cumulative).
     buckets: [AtomicU64; WAIT_BUCKETS.len() + 1],
-    count: AtomicU64,
     sum_us: AtomicU64,
 }
 
@@ -178,20 +177,22 @@ impl WaitHistogram {
         let secs = waited.as_secs_f64();
         let i = WAIT_BUCKETS.iter().position(|b| secs <= *b).unwrap_or(WAIT_BUCKETS.len());
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
         self.sum_us.fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
     }
 
-    /// (sum in seconds, count, cumulative buckets as (upper bound, count)).
+    /// (sum in seconds, count, buckets as (upper bound, count in that bucket alone)), the
+    /// form the OpenMetrics encoder takes (it accumulates). The count is the buckets' sum, so
+    /// the two agree even while checkouts happen.
     pub fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
-        let mut cumulative = 0;
-        let mut out = Vec::with_capacity(WAIT_BUCKETS.len() + 1);
-        for (i, b) in self.buckets.iter().enumerate() {
-            cumulative += b.load(Ordering::Relaxed);
-            out.push((WAIT_BUCKETS.get(i).copied().unwrap_or(f64::INFINITY), cumulative));
-        }
+        let out: Vec<(f64, u64)> = self
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (WAIT_BUCKETS.get(i).copied().unwrap_or(f64::INFINITY), b.load(Ordering::Relaxed)))
+            .collect();
+        let count = out.iter().map(|b| b.1).sum();
         let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-        (sum, self.count.load(Ordering::Relaxed), out)
+        (sum, count, out)
     }
 }
 
@@ -281,7 +282,7 @@ mod tests {
     }
 
     #[test]
-    fn histogram_is_cumulative() {
+    fn histogram_buckets() {
         let h = WaitHistogram::default();
         h.observe(Duration::from_micros(50));
         h.observe(Duration::from_millis(2));
@@ -289,6 +290,7 @@ mod tests {
         let (_, count, buckets) = h.snapshot();
         assert_eq!(count, 3);
         assert_eq!(buckets[0], (0.0001, 1));
-        assert_eq!(buckets.last().map(|b| b.1), Some(3));
+        assert_eq!(buckets[3], (0.005, 1));
+        assert_eq!(buckets.last().copied(), Some((f64::INFINITY, 1)));
     }
 }

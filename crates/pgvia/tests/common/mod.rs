@@ -123,6 +123,8 @@ impl ConfigBuilder {
 /// pgvia running in this process on an ephemeral port.
 pub struct TestProxy {
     pub addr: SocketAddr,
+    /// Where `/metrics` is served, when `general.metrics_listen` is set.
+    pub metrics: Option<SocketAddr>,
     pub app: Arc<App>,
     stop: Option<oneshot::Sender<()>>,
     done: Option<JoinHandle<()>>,
@@ -143,12 +145,13 @@ impl TestProxy {
         config.general.listen_port = 0;
         let proxy = Proxy::bind(config).await.expect("bind pgvia");
         let addr = proxy.local_addr().expect("local_addr");
+        let metrics = proxy.metrics_addr();
         let app = proxy.app().clone();
         let (stop, stop_rx) = oneshot::channel::<()>();
         let done = tokio::spawn(proxy.run(async move {
             let _ = stop_rx.await;
         }));
-        TestProxy { addr, app, stop: Some(stop), done: Some(done) }
+        TestProxy { addr, metrics, app, stop: Some(stop), done: Some(done) }
     }
 
     pub fn port(&self) -> u16 {
