@@ -115,6 +115,7 @@ async fn logged_in(
 
     let mut bufs = relay::Buffers::new();
     bufs.from_client = std::mem::take(buf);
+    let statements = pool.client_statements();
     let mut session = client::Session {
         app,
         client: stream,
@@ -127,6 +128,7 @@ async fn logged_in(
         shutdown: app.shutdown_watch(),
         server: None,
         deferred_begin: None,
+        statements,
     };
     session.run(out).await;
     // The client hears why it was closed before the server is reset, which may take a
