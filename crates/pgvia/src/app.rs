@@ -18,9 +18,9 @@ use wire::sqlstate::SqlState;
 use crate::auth::Secret;
 use crate::cancel::CancelRegistry;
 use crate::clients::ClientRegistry;
-use crate::config::{Config, Database, TlsMode, User};
+use crate::config::{Config, Database, PoolMode, TlsMode, User};
 use crate::net::tls::{self, TlsError};
-use crate::pool::{Pool, PoolKey, Pools};
+use crate::pool::{Carried, Pool, PoolKey, Pools};
 use crate::server::ServerAddress;
 use crate::session::SessionError;
 
@@ -79,6 +79,8 @@ pub struct App {
     /// SQL analysis, shared by every session (its cache is concurrent).
     pub analyzer: route::Analyzer,
     pub pools: Pools,
+    /// Prepared statements shared by every transaction-mode pool.
+    pub statements: Arc<crate::prepared::Registry>,
     pub cancels: Arc<CancelRegistry>,
     pub clients: Arc<ClientRegistry>,
     pub tls: Option<TlsAcceptor>,
@@ -122,6 +124,7 @@ impl App {
             analyzer,
             snapshot: ArcSwap::from_pointee(Snapshot::new(config)?),
             pools: Pools::default(),
+            statements: Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default())),
             cancels: Arc::new(CancelRegistry::default()),
             clients: Arc::new(ClientRegistry::default()),
             tls,
@@ -179,15 +182,10 @@ impl App {
             None => Default::default(),
         };
         let paused = self.is_paused(&key.database);
-        Pool::with_totals(
-            key,
-            addr,
-            settings,
-            config.general.max_message_size as usize,
-            totals,
-            waits,
-            paused,
-        )
+        let statements = (settings.pool_mode != PoolMode::Session && settings.max_prepared_statements > 0)
+            .then(|| self.statements.clone());
+        let carried = Carried { totals, wait_histogram: waits, paused };
+        Pool::new(key, addr, settings, config.general.max_message_size as usize, statements, carried)
     }
 
     fn paused_lock(&self) -> std::sync::MutexGuard<'_, Paused> {

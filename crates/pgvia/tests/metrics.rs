@@ -63,9 +63,12 @@ async fn metrics_parse_and_move_with_pgbench() {
     let out = pgbench(&pg, &proxy, &["-c", "8", "-j", "2", "-T", "3"]).await;
     let processed = assert_pgbench_clean(&out) as f64;
     let after = scrape("metrics", &url).await;
-    // TPC-B sends 7 statements per transaction (BEGIN ... END), each its own query.
+    // TPC-B sends 7 statements per transaction (BEGIN ... END), each its own query. In
+    // transaction mode pgvia answers the BEGIN itself and passes it to the server later with
+    // the next statement, swallowing the server's reply: 6 answers per transaction come
+    // from a server.
     let queries = sample(&after, "pgvia_queries_total", &pool) - q0;
-    assert!(queries >= 7.0 * processed, "queries {queries} for {processed} transactions");
+    assert!(queries >= 6.0 * processed, "queries {queries} for {processed} transactions");
     assert!(sample(&after, "pgvia_transactions_total", &pool) - x0 >= processed);
     assert!(sample(&after, "pgvia_received_bytes_total", &pool) > r0);
     assert!(sample(&after, "pgvia_sent_bytes_total", &pool) > s0);

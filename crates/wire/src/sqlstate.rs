@@ -23,6 +23,8 @@ impl SqlState {
     pub const UNDEFINED_OBJECT: Self = Self("42704");
     pub const CONFIG_FILE_ERROR: Self = Self("F0000");
     pub const IDLE_SESSION_TIMEOUT: Self = Self("57P05");
+    pub const INVALID_SQL_STATEMENT_NAME: Self = Self("26000");
+    pub const DUPLICATE_PREPARED_STATEMENT: Self = Self("42P05");
 
     pub fn code(self) -> &'static str {
         self.0

@@ -20,6 +20,7 @@ pub use checkout::Checkout;
 
 use crate::clients::{set_current_state, ClientState};
 use crate::config::PoolSettings;
+use crate::prepared::{ClientStatements, Registry, ServerStatements};
 use crate::server::{ServerAddress, ServerConn, ServerError, ServerParams};
 use crate::session::PinReason;
 
@@ -59,6 +60,16 @@ pub struct PoolStats {
     pub servers_stale: AtomicUsize,
 }
 
+/// What a pool takes over from the one it replaces on reload (defaults for a new pool).
+#[derive(Debug, Default)]
+pub struct Carried {
+    /// Traffic of clients that left.
+    pub totals: Arc<crate::stats::Counters>,
+    pub wait_histogram: Arc<crate::stats::WaitHistogram>,
+    /// Start paused (`PAUSE` is in force for the pool's database).
+    pub paused: bool,
+}
+
 /// A snapshot of one server connection for `SHOW SERVERS`.
 #[derive(Debug, Clone)]
 pub struct ServerRow {
@@ -84,6 +95,9 @@ pub struct Pool {
     /// Startup settings (name, value) a server of this pool has accepted, so a client that
     /// asks for them again is let in without asking a server.
     accepted_settings: Mutex<HashSet<(String, String)>>,
+    /// The registry clients' prepared statements live in, when this pool follows them across
+    /// servers (transaction and statement mode).
+    statements: Option<Arc<Registry>>,
     pub stats: PoolStats,
     /// Traffic of clients that left; shared with the pool that replaces this one on reload.
     pub totals: Arc<crate::stats::Counters>,
@@ -109,19 +123,13 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    pub fn new(key: PoolKey, addr: ServerAddress, settings: PoolSettings, max_frame: usize) -> Arc<Self> {
-        Self::with_totals(key, addr, settings, max_frame, Default::default(), Default::default(), false)
-    }
-
-    /// A pool that carries on the traffic totals (and pause state) of one it replaces.
-    pub fn with_totals(
+    pub fn new(
         key: PoolKey,
         addr: ServerAddress,
         settings: PoolSettings,
         max_frame: usize,
-        totals: Arc<crate::stats::Counters>,
-        wait_histogram: Arc<crate::stats::WaitHistogram>,
-        paused: bool,
+        statements: Option<Arc<Registry>>,
+        carried: Carried,
     ) -> Arc<Self> {
         let pool = Arc::new(Pool {
             name: format!("{}/{}", key.database, key.user),
@@ -133,16 +141,22 @@ impl Pool {
             idle: Mutex::new(Vec::new()),
             startup_params: Mutex::new(None),
             accepted_settings: Mutex::new(HashSet::new()),
+            statements,
             stats: PoolStats::default(),
-            totals,
-            wait_histogram,
-            paused: watch::channel(paused).0,
+            totals: carried.totals,
+            wait_histogram: carried.wait_histogram,
+            paused: watch::channel(carried.paused).0,
             retired: AtomicBool::new(false),
             successor: ArcSwapOption::empty(),
             reconnect_before: Mutex::new(None),
         });
         maintain::spawn(Arc::downgrade(&pool));
         pool
+    }
+
+    /// A client's statement map, when this pool follows prepared statements across servers.
+    pub fn client_statements(&self) -> Option<ClientStatements> {
+        self.statements.clone().map(ClientStatements::new)
     }
 
     pub fn server_address(&self) -> &ServerAddress {
@@ -333,7 +347,11 @@ impl Pool {
         self.stats.servers_connecting.fetch_add(1, Ordering::Relaxed);
         let conn = ServerConn::connect(&self.addr, self.settings.connect_timeout, self.max_frame).await;
         self.stats.servers_connecting.fetch_sub(1, Ordering::Relaxed);
-        let conn = conn.map_err(|source| PoolError::Connect { pool: self.name.clone(), source })?;
+        let mut conn = conn.map_err(|source| PoolError::Connect { pool: self.name.clone(), source })?;
+        if let Some(registry) = &self.statements {
+            let capacity = self.settings.max_prepared_statements as usize;
+            conn.statements = ServerStatements::new(Some(registry.clone()), capacity);
+        }
         self.stats.servers_created.fetch_add(1, Ordering::Relaxed);
         *self.startup_params.lock().unwrap_or_else(PoisonError::into_inner) =
             Some(Arc::new(conn.params.clone()));

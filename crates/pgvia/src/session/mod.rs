@@ -157,6 +157,7 @@ async fn logged_in(
     let mut bufs = relay::Buffers::new();
     bufs.meter = crate::stats::Meter::new(info.clone());
     bufs.from_client = std::mem::take(buf);
+    let statements = pool.client_statements();
     let mut session = client::Session {
         app,
         client: stream,
@@ -169,6 +170,7 @@ async fn logged_in(
         shutdown: info.phase_watch(),
         server: None,
         deferred_begin: None,
+        statements,
     };
     drop(config);
     let reason = crate::clients::CURRENT
