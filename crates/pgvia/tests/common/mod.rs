@@ -136,7 +136,17 @@ impl TestProxy {
     }
 
     pub async fn start_toml(toml: &str) -> TestProxy {
-        let mut config = match Config::parse(toml, Path::new("/tmp/pgvia-test.toml")) {
+        Self::start_parsed(toml, Path::new("/tmp/pgvia-test.toml")).await
+    }
+
+    /// Starts from a configuration file, which `RELOAD` and SIGHUP then re-read.
+    pub async fn start_file(path: &Path) -> TestProxy {
+        let toml = std::fs::read_to_string(path).expect("read the test configuration");
+        Self::start_parsed(&toml, path).await
+    }
+
+    async fn start_parsed(toml: &str, origin: &Path) -> TestProxy {
+        let mut config = match Config::parse(toml, origin) {
             Ok(c) => c,
             Err(e) => panic!("invalid test configuration:\n{e}\n---\n{toml}"),
         };
