@@ -12,6 +12,9 @@ grep -q '^number of failed transactions: 0 ' <<<"$out" || { echo "demo-check: pg
 grep -q 'psql postgres://demo:demo@127.0.0.1:6432/demo' <<<"$out" || { echo "demo-check: no connection hint printed"; exit 1; }
 rows=$(psql postgres://demo:demo@127.0.0.1:6432/demo -XAtc 'select count(*) from pgbench_accounts')
 [[ $rows == 100000 ]] || { echo "demo-check: expected 100000 pgbench_accounts rows through pgvia, got $rows"; exit 1; }
+version=$(PGPASSWORD=admin psql -h 127.0.0.1 -p 6432 -U admin pgvia -XAtc 'SHOW VERSION')
+[[ $version == pgvia\ * ]] || { echo "demo-check: the admin console answered SHOW VERSION with '$version'"; exit 1; }
+curl -fsS http://127.0.0.1:9930/metrics | grep -q '^pgvia_queries_total{' || { echo "demo-check: no pgvia_queries_total at http://127.0.0.1:9930/metrics"; exit 1; }
 ./scripts/demo down
 if (exec 3<>/dev/tcp/127.0.0.1/6432) 2>/dev/null; then
     echo "demo-check: something still listens on 6432 after ./scripts/demo down"

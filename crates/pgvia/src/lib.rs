@@ -10,6 +10,7 @@ pub mod auth;
 pub mod cancel;
 pub mod clients;
 pub mod config;
+pub mod logging;
 pub mod metrics;
 pub mod net;
 pub mod pool;

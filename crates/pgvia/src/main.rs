@@ -38,7 +38,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BAD_CONFIG);
         }
     };
-    init_logging(&config.general.log_level);
+    pgvia::logging::init(&config.general.log_level, config.general.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -91,12 +91,4 @@ async fn reload_on_sighup(app: std::sync::Weak<pgvia::app::App>) {
         // Errors are logged by reload itself; the running configuration stays.
         let _ = pgvia::reload::reload(&app).await;
     }
-}
-
-fn init_logging(level: &str) {
-    // RUST_LOG, when set, wins over the file, so one run can be made verbose without editing it.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
 }

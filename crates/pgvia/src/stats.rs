@@ -203,11 +203,17 @@ pub struct Meter {
     client: Option<Arc<ClientInfo>>,
     query_start: Option<Instant>,
     xact_start: Option<Instant>,
+    /// `slow_query_threshold`, when the slow-query log is on.
+    slow: Option<Duration>,
+    /// The start of the current query's text, kept only while the slow-query log is on (a
+    /// reused buffer: no allocation per query once it has grown).
+    text: String,
 }
 
 impl Meter {
-    pub fn new(client: Arc<ClientInfo>) -> Self {
-        Self { client: Some(client), query_start: None, xact_start: None }
+    pub fn new(client: Arc<ClientInfo>, slow_query_threshold: Duration) -> Self {
+        let slow = (!slow_query_threshold.is_zero()).then_some(slow_query_threshold);
+        Self { client: Some(client), query_start: None, xact_start: None, slow, text: String::new() }
     }
 
     fn counters(&self) -> Option<&Counters> {
@@ -230,16 +236,43 @@ impl Meter {
         }
     }
 
-    /// Client messages were passed to the server: a query (and maybe a transaction) starts
-    /// unless one is already running.
+    /// Client messages (starting at the front of `frames`) are about to go to the server: a
+    /// query (and maybe a transaction) starts unless one is already running.
     #[inline]
-    pub fn request(&mut self) {
+    pub fn request(&mut self, frames: &[u8]) {
         if self.client.is_none() || self.query_start.is_some() {
             return;
         }
         let now = Instant::now();
         self.query_start = Some(now);
         self.xact_start.get_or_insert(now);
+        if self.slow.is_some() {
+            self.remember_text(frames);
+        }
+    }
+
+    /// Keeps the first bytes of the query text of the first message in `frames`.
+    fn remember_text(&mut self, frames: &[u8]) {
+        self.text.clear();
+        let Some(len) = frames.get(1..5).map(|l| u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize + 1)
+        else {
+            return;
+        };
+        let Some(frame) = frames.get(..len) else { return };
+        let sql = match wire::frontend::FrontendMessage::parse_body(frame[0], &frame[5..]) {
+            Ok(wire::frontend::FrontendMessage::Query { sql }) => sql,
+            Ok(wire::frontend::FrontendMessage::Parse(p)) => p.query,
+            _ => {
+                self.text.push_str("(extended protocol: Bind/Execute of a prepared statement)");
+                return;
+            }
+        };
+        // Room for the scrubbed form, which is never longer than the text plus "...".
+        let mut cut = sql.len().min(crate::logging::SLOW_QUERY_TEXT * 4);
+        while !sql.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.text.push_str(&sql[..cut]);
     }
 
     /// The server sent `readies` ReadyForQuery messages, the last with transaction status
@@ -252,7 +285,19 @@ impl Meter {
         let now = Instant::now();
         c.counters.queries.fetch_add(u64::from(readies), Ordering::Relaxed);
         if let Some(start) = self.query_start.take() {
-            c.counters.query_us.fetch_add(now.duration_since(start).as_micros() as u64, Ordering::Relaxed);
+            let took = now.duration_since(start);
+            c.counters.query_us.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+            if self.slow.is_some_and(|t| took >= t) {
+                tracing::warn!(
+                    target: "pgvia::slow_query",
+                    client = c.id,
+                    user = %c.who.user,
+                    database = %c.who.database,
+                    duration_ms = took.as_millis() as u64,
+                    query = %crate::logging::scrub_sql(&self.text, crate::logging::SLOW_QUERY_TEXT),
+                    "slow query"
+                );
+            }
         }
         if idle {
             c.counters.xacts.fetch_add(1, Ordering::Relaxed);

@@ -155,7 +155,7 @@ async fn logged_in(
         tracing::info!(client = info.id, addr = %ends.peer, user = %identity.user, database = %identity.database, "client connected");
     }
     let mut bufs = relay::Buffers::new();
-    bufs.meter = crate::stats::Meter::new(info.clone());
+    bufs.meter = crate::stats::Meter::new(info.clone(), config.general.slow_query_threshold);
     bufs.from_client = std::mem::take(buf);
     let statements = pool.client_statements();
     let mut session = client::Session {

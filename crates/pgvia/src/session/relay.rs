@@ -359,10 +359,8 @@ async fn take_client_frames(
         return None;
     }
     server.dirty = true;
+    bufs.meter.request(&bufs.from_client);
     let scan = scan_client(bufs, decoder, server, tracking);
-    if !bufs.to_server.is_empty() {
-        bufs.meter.request();
-    }
     if !scan.terminated && scan.error.is_none() {
         return None;
     }

@@ -1,0 +1,204 @@
+//! Log setup (`log_level`, `log_format`) and the slow-query log's SQL scrubbing.
+
+use crate::config::LogFormat;
+
+/// Installs the global subscriber. `RUST_LOG`, when set, wins over `level`.
+pub fn init(level: &str, format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.with_target(false).init(),
+        // Targets stay in JSON: they let a log pipeline route `pgvia::slow_query` lines.
+        LogFormat::Json => builder.json().with_current_span(false).init(),
+    }
+}
+
+/// Longest query text written to the slow-query log, in bytes.
+pub const SLOW_QUERY_TEXT: usize = 500;
+
+/// `sql` with its literals replaced by `?` (strings, escape strings, dollar-quoted strings,
+/// numbers), comments dropped and whitespace runs collapsed, cut to `max` bytes: what a log
+/// may keep of a query without keeping its data.
+pub fn scrub_sql(sql: &str, max: usize) -> String {
+    let b = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len().min(max + 3));
+    let mut i = 0;
+    let mut last_space = true;
+    let push = |out: &mut String, s: &str, last_space: &mut bool| {
+        out.push_str(s);
+        *last_space = false;
+    };
+    while i < b.len() && out.len() < max {
+        let c = b[i];
+        // Identifiers and keywords (which may contain digits and `$`) are kept whole.
+        if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
+            let start = i;
+            // An escape string E'...' is a literal.
+            if (c == b'e' || c == b'E') && b.get(i + 1) == Some(&b'\'') {
+                i = skip_quoted(b, i + 1, true);
+                push(&mut out, "?", &mut last_space);
+                continue;
+            }
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'$' || b[i] >= 0x80)
+            {
+                i += 1;
+            }
+            push(&mut out, &sql[start..i], &mut last_space);
+            continue;
+        }
+        match c {
+            b'\'' => {
+                i = skip_quoted(b, i, false);
+                push(&mut out, "?", &mut last_space);
+            }
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < b.len() {
+                    if b[i] == b'"' {
+                        if b.get(i + 1) == Some(&b'"') {
+                            i += 2;
+                            continue;
+                        }
+                        i += 1;
+                        break;
+                    }
+                    i += 1;
+                }
+                push(&mut out, &sql[start..i.min(b.len())], &mut last_space);
+            }
+            b'$' if b.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                // A parameter ($1) is kept.
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i].is_ascii_digit() {
+                    i += 1;
+                }
+                push(&mut out, &sql[start..i], &mut last_space);
+            }
+            b'$' => match dollar_tag_end(b, i) {
+                Some(tag_end) => {
+                    let tag = &b[i..tag_end];
+                    let body = tag_end;
+                    i = find(b, body, tag).map_or(b.len(), |p| p + tag.len());
+                    push(&mut out, "?", &mut last_space);
+                }
+                None => {
+                    push(&mut out, "$", &mut last_space);
+                    i += 1;
+                }
+            },
+            b'0'..=b'9' => {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || b[i] == b'_') {
+                    i += 1;
+                }
+                push(&mut out, "?", &mut last_space);
+            }
+            b'.' if b.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                i += 1;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                push(&mut out, "?", &mut last_space);
+            }
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = find(b, i + 2, b"*/").map_or(b.len(), |p| p + 2);
+            }
+            c if c.is_ascii_whitespace() => {
+                if !last_space {
+                    out.push(' ');
+                    last_space = true;
+                }
+                i += 1;
+            }
+            _ => {
+                out.push(c as char);
+                last_space = false;
+                i += 1;
+            }
+        }
+    }
+    let mut cut = out.trim_end().len().min(max);
+    while !out.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let truncated = cut < out.trim_end().len() || i < b.len();
+    out.truncate(cut);
+    if truncated {
+        out.push_str("...");
+    }
+    out
+}
+
+/// The end of a quoted literal starting at `start` (a `'`); `backslash` for E'' strings.
+fn skip_quoted(b: &[u8], start: usize, backslash: bool) -> usize {
+    let mut i = start + 1;
+    while i < b.len() {
+        match b[i] {
+            b'\\' if backslash => i += 2,
+            b'\'' if b.get(i + 1) == Some(&b'\'') => i += 2,
+            b'\'' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    b.len()
+}
+
+/// If a dollar-quote tag (`$$` or `$tag$`) starts at `i`, the index just past it.
+fn dollar_tag_end(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+        j += 1;
+    }
+    (b.get(j) == Some(&b'$')).then_some(j + 1)
+}
+
+fn find(hay: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
+    hay.get(from..)?.windows(needle.len()).position(|w| w == needle).map(|p| p + from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_are_removed() {
+        let cases = [
+            ("SELECT * FROM t WHERE a = 'secret' AND b = 42", "SELECT * FROM t WHERE a = ? AND b = ?"),
+            ("select 'it''s', E'a\\'b', 1.5e3, .5", "select ?, ?, ?, ?"),
+            ("SELECT $$x$$ || $tag$ y $ z $tag$, $1, t2.c3", "SELECT ? || ?, $1, t2.c3"),
+            (
+                "UPDATE \"T 1\" SET x = -7 -- comment 'no'\n WHERE id=3",
+                "UPDATE \"T 1\" SET x = -? WHERE id=?",
+            ),
+            ("/* hi */ SELECT  \n\t1", "SELECT ?"),
+            ("INSERT INTO t VALUES ('unterminated", "INSERT INTO t VALUES (?"),
+        ];
+        for (sql, want) in cases {
+            assert_eq!(scrub_sql(sql, 500), want, "{sql}");
+        }
+    }
+
+    #[test]
+    fn truncates_on_char_boundary() {
+        let sql = format!("SELECT {}", "é".repeat(400));
+        let s = scrub_sql(&sql, 20);
+        assert!(s.ends_with("...") && s.len() <= 23, "{s}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(sql in ".{0,200}") {
+            let s = scrub_sql(&sql, 50);
+            proptest::prop_assert!(s.len() <= 53);
+        }
+    }
+}
