@@ -63,8 +63,10 @@ pub struct ClientInfo {
     /// When the client was accepted, for durations.
     pub since: Instant,
     state: AtomicU8,
-    /// Microseconds after `since` at which the current wait (or last request) began.
+    /// Microseconds after `since` at which the current wait began.
     wait_started_us: AtomicU64,
+    /// Microseconds after `since` at which the last query began.
+    request_us: AtomicU64,
     /// Traffic, summed into its pool's totals when the client leaves.
     pub counters: Counters,
     cancel: Option<Arc<CancelSlot>>,
@@ -84,6 +86,16 @@ impl ClientInfo {
             self.wait_started_us.store(now, Ordering::Relaxed);
         }
         self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// A query began at `at` (set by the relay's meter, once per query).
+    pub fn set_request(&self, at: Instant) {
+        self.request_us.store(at.saturating_duration_since(self.since).as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// When the client's last query began (its login, before any).
+    pub fn last_request(&self) -> SystemTime {
+        self.connected_at + std::time::Duration::from_micros(self.request_us.load(Ordering::Relaxed))
     }
 
     /// How long the client has been waiting for a server, if it is.
@@ -179,6 +191,7 @@ impl ClientRegistry {
             since,
             state: AtomicU8::new(ClientState::Idle as u8),
             wait_started_us: AtomicU64::new(0),
+            request_us: AtomicU64::new(0),
             counters: Counters::default(),
             cancel,
             phase,
@@ -222,6 +235,18 @@ tokio::task_local! {
     /// The client a session task serves, so the pool can report the client as waiting
     /// without every layer in between passing it along.
     pub static CURRENT: Arc<ClientInfo>;
+}
+
+/// Adds a wait for a server to the current client's own counters (no location shared with
+/// other sessions), or to `fallback` (its pool's totals) outside a session's serve loop.
+pub fn record_wait(wait: std::time::Duration, fallback: &crate::stats::Counters) {
+    let add = |c: &crate::stats::Counters| {
+        c.wait_us.fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
+        c.waits.fetch_add(1, Ordering::Relaxed);
+    };
+    if CURRENT.try_with(|c| add(&c.counters)).is_err() {
+        add(fallback);
+    }
 }
 
 /// Sets the state of the client the current task serves, if any.

@@ -246,6 +246,9 @@ impl Meter {
         let now = Instant::now();
         self.query_start = Some(now);
         self.xact_start.get_or_insert(now);
+        if let Some(c) = &self.client {
+            c.set_request(now);
+        }
         if self.slow.is_some() {
             self.remember_text(frames);
         }

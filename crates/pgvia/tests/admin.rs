@@ -325,3 +325,24 @@ async fn query_count(pg: &harness::Cluster, proxy: &TestProxy) -> i64 {
     let totals = console(pg, proxy, "SHOW STATS_TOTALS").await;
     totals.int(totals.row("database", DB), "query_count")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_prepared_lists_the_registry() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&config(&pg, "transaction", 2)).await;
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    // tokio-postgres prepares a named statement for every parameterised query.
+    for i in 0..3i32 {
+        let row = client.query_one("SELECT $1::int4 + 40 AS answer", &[&i]).await.unwrap();
+        assert_eq!(row.get::<_, i32>(0), i + 40);
+    }
+    let prepared = console(&pg, &proxy, "SHOW PREPARED").await;
+    assert_eq!(prepared.header, ["name", "query", "parameters", "client_refs", "server_refs"]);
+    let row = prepared
+        .rows
+        .iter()
+        .find(|r| r[1] == "SELECT $1::int4 + ? AS answer")
+        .unwrap_or_else(|| panic!("statement not listed: {prepared:?}"));
+    // tokio-postgres leaves the parameter type to the server: none given at Parse.
+    assert_eq!(row[2], "0");
+}

@@ -80,6 +80,7 @@ async fn metrics_parse_and_move_with_pgbench() {
     sample(&after, "pgvia_server_errors_total", &[("database", DB), ("class", "40")]);
     sample(&after, "pgvia_pins_total", &[("database", DB), ("reason", "LISTEN")]);
     assert!(sample(&after, "pgvia_analysis_cache_hits_total", &[]) > 0.0);
+    sample(&after, "pgvia_prepared_registry_hits_total", &[]);
 
     let health = scrape("health", &format!("http://{}/health", proxy.metrics.unwrap())).await;
     assert_eq!(health["status"], 200, "{health}");

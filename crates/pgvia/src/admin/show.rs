@@ -24,7 +24,7 @@ pub fn show(app: &App, what: &str) -> Option<RowSet> {
         "CONFIG" => config(app),
         "LISTS" => lists(app),
         "VERSION" => version(),
-        "PREPARED" => prepared(),
+        "PREPARED" => prepared(app),
         "ANALYSIS_CACHE" => analysis_cache(app),
         "PINS" => pins(app),
         "HELP" => help(),
@@ -160,7 +160,7 @@ fn clients(app: &App) -> RowSet {
             c.who.local.map(|a| a.ip().to_string()).into(),
             c.who.local.map(|a| a.port()).into(),
             timestamp(c.connected_at).into(),
-            timestamp(c.connected_at).into(),
+            timestamp(c.last_request()).into(),
             wait.0.into(),
             wait.1.into(),
             0u64.into(),
@@ -423,17 +423,29 @@ fn version() -> RowSet {
     rs
 }
 
-/// Prepared statements pgvia tracks. pgvia does not manage protocol-level prepared
-/// statements yet, so the list is empty; the columns are those it will fill.
-fn prepared() -> RowSet {
-    RowSet::new(&[
+/// Prepared statements in the shared registry (transaction-mode pools): the name pgvia
+/// gives them on servers, the text (literals removed, cut to 200 bytes), parameter types
+/// given at Parse, and how many client names and server connections refer to each.
+fn prepared(app: &App) -> RowSet {
+    let mut rs = RowSet::new(&[
         ("name", Text),
         ("query", Text),
         ("parameters", Int),
-        ("clients", Int),
-        ("servers", Int),
-        ("hits", Int),
-    ])
+        ("client_refs", Int),
+        ("server_refs", Int),
+    ]);
+    let mut statements = app.statements.statements();
+    statements.sort_by_key(|s| s.id);
+    for s in statements {
+        rs.push(vec![
+            s.server_name().into(),
+            crate::logging::scrub_sql(&s.query, 200).into(),
+            s.param_types.len().into(),
+            s.client_refs().into(),
+            s.server_refs().into(),
+        ]);
+    }
+    rs
 }
 
 fn analysis_cache(app: &App) -> RowSet {

@@ -259,6 +259,56 @@ impl Collector for Scrape {
             gauge,
             [(none(), a.cache_entries)],
         )?;
+        let ps = app.statements.snapshot();
+        family(
+            &mut enc,
+            "prepared_statements",
+            "Statements in the shared prepared-statement registry.",
+            gauge,
+            [(none(), ps.statements as u64)],
+        )?;
+        family(
+            &mut enc,
+            "prepared_client_hits",
+            "Parses answered from the client's own statement map.",
+            counter,
+            [(none(), ps.client_hits)],
+        )?;
+        family(
+            &mut enc,
+            "prepared_registry_hits",
+            "Parses found in the shared registry.",
+            counter,
+            [(none(), ps.registry_hits)],
+        )?;
+        family(
+            &mut enc,
+            "prepared_registered",
+            "Parses that registered a new statement (misses).",
+            counter,
+            [(none(), ps.registered)],
+        )?;
+        family(
+            &mut enc,
+            "prepared_injected_parses",
+            "Parses pgvia sent ahead of a Bind because the server lacked the statement.",
+            counter,
+            [(none(), ps.injected_parses)],
+        )?;
+        family(
+            &mut enc,
+            "prepared_parses_skipped",
+            "Client Parses answered without the server.",
+            counter,
+            [(none(), ps.parses_skipped)],
+        )?;
+        family(
+            &mut enc,
+            "prepared_evictions",
+            "Statements closed on servers to bound their caches.",
+            counter,
+            [(none(), ps.evictions)],
+        )?;
         family(
             &mut enc,
             "client_connections",

@@ -221,8 +221,7 @@ impl Pool {
             None => self.connect().await?,
         };
         let wait = started.elapsed();
-        self.totals.wait_us.fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
-        self.totals.waits.fetch_add(1, Ordering::Relaxed);
+        crate::clients::record_wait(wait, &self.totals);
         self.wait_histogram.observe(wait);
         self.stats.checkouts.fetch_add(1, Ordering::Relaxed);
         self.stats.servers_active.fetch_add(1, Ordering::Relaxed);
