@@ -231,6 +231,7 @@ fn scan_client(
                 Sent::AsIs
             }
         };
+        tracing::trace!(tag = %char::from(tag), ?sent, "client frame");
         pos += len;
         if sent == Sent::Replaced {
             run_start = pos;
@@ -288,6 +289,7 @@ fn scan_server(read_buf: &mut BytesMut, to_client: &mut BytesMut, server: &mut S
             }
         }
         let (event, fate) = server.tracker.server_sent(tag, body);
+        tracing::trace!(tag = %char::from(tag), ?fate, ?event, "server frame");
         match event {
             ServerEvent::Fatal => scan.fatal = true,
             ServerEvent::Desync => {
