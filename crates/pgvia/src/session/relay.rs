@@ -235,6 +235,7 @@ fn scan_client(
                 Sent::AsIs
             }
         };
+        tracing::trace!(tag = %char::from(tag), ?sent, "client frame");
         pos += len;
         if sent == Sent::Replaced {
             run_start = pos;
@@ -297,6 +298,7 @@ fn scan_server(
             }
         }
         let (event, fate) = server.tracker.server_sent(tag, body);
+        tracing::trace!(tag = %char::from(tag), ?fate, ?event, "server frame");
         // Replies to pgvia's own messages are not the client's traffic.
         let forwarded = !matches!(fate, Fate::Drop);
         match event {
