@@ -24,6 +24,8 @@ use crate::net::ClientStream;
 use crate::session::SessionError;
 pub use rows::{Kind, RowSet, Value};
 
+const CLIENT_LEFT: &str = "client closed the connection";
+
 /// Largest command accepted on the console.
 const MAX_COMMAND: usize = 64 * 1024;
 
@@ -47,14 +49,14 @@ impl AdminError {
     }
 }
 
-/// Serves an authenticated admin client until it leaves.
+/// Serves an authenticated admin client until it leaves; returns why it ended.
 pub async fn serve(
     app: &App,
     stream: &mut ClientStream,
     buf: &mut BytesMut,
     out: &mut BytesMut,
     me: &ClientInfo,
-) -> Result<(), SessionError> {
+) -> Result<&'static str, SessionError> {
     build::authentication_ok(out);
     let version = format!("{} (pgvia)", env!("CARGO_PKG_VERSION"));
     for (name, value) in [
@@ -77,7 +79,7 @@ pub async fn serve(
     loop {
         while let Some(frame) = decoder.decode(buf)? {
             match frame.tag() {
-                tag::TERMINATE => return Ok(()),
+                tag::TERMINATE => return Ok(CLIENT_LEFT),
                 tag::SYNC => {
                     skipping = false;
                     build::ready_for_query(out, TransactionStatus::Idle.as_byte());
@@ -106,12 +108,14 @@ pub async fn serve(
         tokio::select! {
             r = stream.read_buf(buf) => {
                 if r? == 0 {
-                    return Ok(());
+                    return Ok(CLIENT_LEFT);
                 }
             }
             changed = phase.changed() => {
                 if changed.is_err() || *phase.borrow() != Phase::Running {
-                    return Err(SessionError::Shutdown);
+                    // The caller sends `out` before closing.
+                    SessionError::Shutdown.write_fatal(out);
+                    return Ok("shutdown or killed by the admin console");
                 }
             }
         }

@@ -120,8 +120,20 @@ async fn logged_in(
             ));
         }
         let handle = app.clients.register(who(true), since, None, || app.phase());
+        let log = config.general.log_connections;
         drop(config);
-        return crate::admin::serve(app, stream, buf, out, &handle.info).await;
+        if log {
+            tracing::info!(client = handle.info.id, addr = %ends.peer, user = %identity.user, database = %identity.database, "admin console client connected");
+        }
+        let result = crate::admin::serve(app, stream, buf, out, &handle.info).await;
+        if log {
+            let reason = match &result {
+                Ok(why) => (*why).to_owned(),
+                Err(e) => e.to_string(),
+            };
+            tracing::info!(client = handle.info.id, addr = %ends.peer, user = %identity.user, duration = ?since.elapsed(), %reason, "admin console client disconnected");
+        }
+        return result.map(|_| ());
     }
     let Some(database) = config.database(&identity.database) else {
         return Err(SessionError::refused(
