@@ -185,8 +185,7 @@ impl Session<'_> {
                         }
                         _ => None,
                     };
-                    if local.is_none() && frame[0] == wire::frontend::tag::PARSE && self.prepare_locally(len)
-                    {
+                    if local.is_none() && self.answer_statement_command(len) {
                         continue;
                     }
                     let local = local?;
@@ -226,49 +225,6 @@ impl Session<'_> {
         }
     }
 
-    /// A lone Parse + Sync (libpq's `PQprepare`, pgbench's `-M prepared`) from a client
-    /// outside any transaction only names a statement: pgvia records it and answers, and the
-    /// statement reaches a server when it is first used. Besides saving a round trip, this
-    /// keeps a client that prepares synchronously from waiting for a server that a client
-    /// sharing its thread holds. PostgreSQL's own checks (a missing table, say) then come
-    /// with that first use; a statement PostgreSQL's parser rejects still goes to a server so
-    /// the error comes now, as does a name already in use.
-    fn prepare_locally(&mut self, parse_len: usize) -> bool {
-        let Some(statements) = self.statements.as_mut() else { return false };
-        if self.deferred_begin.is_some() {
-            return false;
-        }
-        let buf = &self.bufs.from_client;
-        let rest = &buf[parse_len..];
-        if rest.len() < 5 || rest[0] != wire::frontend::tag::SYNC || rest[1..5] != [0, 0, 0, 4] {
-            return false;
-        }
-        let Ok(FrontendMessage::Parse(p)) = FrontendMessage::parse_body(buf[0], &buf[5..parse_len]) else {
-            return false;
-        };
-        if p.name.is_empty() || statements.get(p.name).is_some() {
-            return false;
-        }
-        let analyzer = &self.app.analyzer;
-        let stmt = statements.resolve(p.query, p.param_types, || {
-            let oids: Vec<u32> = p.param_types.iter().collect();
-            analyzer.analyze(p.query, &oids)
-        });
-        if stmt.analysis.is_conservative() {
-            statements.release(&stmt);
-            return false;
-        }
-        let analysis = stmt.analysis.clone();
-        if statements.bind_name(p.name, stmt).is_err() {
-            return false;
-        }
-        self.state.observe(&analysis);
-        self.bufs.from_client.advance(parse_len + 5);
-        wire::build::parse_complete(&mut self.bufs.to_client);
-        wire::build::ready_for_query(&mut self.bufs.to_client, TransactionStatus::Idle.as_byte());
-        true
-    }
-
     /// Answers a transaction-control statement without a server (see [`local_answer`]).
     fn answer_locally(&mut self, local: Local, len: usize) {
         let frame = self.bufs.from_client.split_to(len);
@@ -298,6 +254,8 @@ impl Session<'_> {
             // The client was told its BEGIN succeeded; the server hears it now, first, and
             // its reply is not passed on a second time.
             self.bufs.to_server.extend_from_slice(&begin);
+            // Like any simple query, it replaces the server's unnamed statement.
+            conn.statements.unnamed = None;
             conn.tracker.push(Pending {
                 request: Request::Query,
                 replies: Replies::DropAll,
