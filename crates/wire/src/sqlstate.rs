@@ -20,6 +20,7 @@ impl SqlState {
     pub const INTERNAL_ERROR: Self = Self("XX000");
     pub const INVALID_PARAMETER_VALUE: Self = Self("22023");
     pub const IDLE_SESSION_TIMEOUT: Self = Self("57P05");
+    pub const IDLE_IN_TRANSACTION_SESSION_TIMEOUT: Self = Self("25P03");
 
     pub fn code(self) -> &'static str {
         self.0

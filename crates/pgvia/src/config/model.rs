@@ -232,10 +232,23 @@ pub struct PoolDefaults {
     /// Close a server connection idle for longer than this. Default `"10m"`; `"0s"` = never.
     #[serde(deserialize_with = "values::duration")]
     pub idle_timeout: Duration,
-    /// Close a server connection older than this when it next goes idle. Default `"1h"`;
-    /// `"0s"` = never.
+    /// Close a server connection older than this when it next goes idle. Each connection's
+    /// own limit is drawn between 90% and 100% of it, so servers opened together do not all
+    /// close together. Default `"1h"`; `"0s"` = never.
     #[serde(deserialize_with = "values::duration")]
     pub max_lifetime: Duration,
+    /// Close a client that sends nothing for this long while it is not in a transaction
+    /// (SQLSTATE 57P05). Default `"0s"` = never.
+    #[serde(deserialize_with = "values::duration")]
+    pub client_idle_timeout: Duration,
+    /// Close a client that sends nothing for this long inside a transaction; its transaction
+    /// is rolled back and its server freed (SQLSTATE 25P03). Default `"0s"` = never.
+    #[serde(deserialize_with = "values::duration")]
+    pub idle_in_transaction_timeout: Duration,
+    /// Cancel a request the server has not finished answering after this long; the client
+    /// gets the server's 57014 error. Default `"0s"` = never.
+    #[serde(deserialize_with = "values::duration")]
+    pub query_timeout: Duration,
 }
 
 impl Default for PoolDefaults {
@@ -248,6 +261,9 @@ impl Default for PoolDefaults {
             checkout_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(600),
             max_lifetime: Duration::from_secs(3600),
+            client_idle_timeout: Duration::ZERO,
+            idle_in_transaction_timeout: Duration::ZERO,
+            query_timeout: Duration::ZERO,
         }
     }
 }
@@ -291,6 +307,15 @@ pub struct Database {
     /// Overrides `[pool] max_lifetime` for this database.
     #[serde(default, deserialize_with = "values::opt_duration")]
     pub max_lifetime: Option<Duration>,
+    /// Overrides `[pool]` `client_idle_timeout` for this database.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub client_idle_timeout: Option<Duration>,
+    /// Overrides `[pool]` `idle_in_transaction_timeout` for this database.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub idle_in_transaction_timeout: Option<Duration>,
+    /// Overrides `[pool]` `query_timeout` for this database.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub query_timeout: Option<Duration>,
 }
 
 impl Database {
@@ -321,6 +346,10 @@ pub struct User {
     /// that is plaintext. Use [`User::password_for_server`].
     #[serde(default)]
     pub server_password: Option<String>,
+    /// Most clients logged in as this user at once, over all databases. Default: no limit
+    /// but the process-wide and per-database ones.
+    #[serde(default)]
+    pub max_client_connections: Option<u32>,
     /// Overrides the database's and `[pool]`'s `pool_mode` for this user.
     #[serde(default)]
     pub pool_mode: Option<PoolMode>,
@@ -342,6 +371,15 @@ pub struct User {
     /// Overrides the database's and `[pool]`'s `max_lifetime` for this user.
     #[serde(default, deserialize_with = "values::opt_duration")]
     pub max_lifetime: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `client_idle_timeout` for this user.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub client_idle_timeout: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `idle_in_transaction_timeout` for this user.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub idle_in_transaction_timeout: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `query_timeout` for this user.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub query_timeout: Option<Duration>,
 }
 
 /// What kind of secret a `password` value holds, decided by its spelling the way PostgreSQL
@@ -399,6 +437,13 @@ pub struct PoolSettings {
     pub checkout_timeout: Duration,
     /// Idle time after which a server connection is closed; zero means never.
     pub idle_timeout: Duration,
-    /// Age after which a server connection is closed when next idle; zero means never.
+    /// Age after which a server connection is closed when next idle (less a per-connection
+    /// jitter of up to 10%); zero means never.
     pub max_lifetime: Duration,
+    /// How long a client outside a transaction may stay silent; zero means forever.
+    pub client_idle_timeout: Duration,
+    /// How long a client inside a transaction may stay silent; zero means forever.
+    pub idle_in_transaction_timeout: Duration,
+    /// How long a request may go unanswered before it is cancelled; zero means never.
+    pub query_timeout: Duration,
 }

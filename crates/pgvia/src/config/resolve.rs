@@ -77,5 +77,12 @@ pub(crate) fn pool_settings(pool: &PoolDefaults, db: &Database, user: &User) -> 
         checkout_timeout: or(user.checkout_timeout, db.checkout_timeout, pool.checkout_timeout),
         idle_timeout: or(user.idle_timeout, db.idle_timeout, pool.idle_timeout),
         max_lifetime: or(user.max_lifetime, db.max_lifetime, pool.max_lifetime),
+        client_idle_timeout: or(user.client_idle_timeout, db.client_idle_timeout, pool.client_idle_timeout),
+        idle_in_transaction_timeout: or(
+            user.idle_in_transaction_timeout,
+            db.idle_in_transaction_timeout,
+            pool.idle_in_transaction_timeout,
+        ),
+        query_timeout: or(user.query_timeout, db.query_timeout, pool.query_timeout),
     }
 }

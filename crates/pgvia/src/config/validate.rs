@@ -134,6 +134,9 @@ impl Validator {
         let mut general_cleartext_reported = false;
         for (i, user) in config.users.iter().enumerate() {
             self.name(&format!("users[{i}].name"), &user.name, "user", &mut seen);
+            if user.max_client_connections == Some(0) {
+                self.report(format!("users[{i}].max_client_connections"), "must be at least 1");
+            }
             let inherited = user.auth_method.is_none();
             let method = user.auth_method.unwrap_or(config.general.auth_method);
             let method_path =

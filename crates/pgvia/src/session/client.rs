@@ -16,6 +16,7 @@ use super::error::SessionError;
 use super::relay::{self, Buffers, RelayEnd};
 use super::settings;
 use super::state::{self, SessionState};
+use super::timeouts::{Timers, Wait};
 use crate::app::{App, Phase};
 use crate::cancel::CancelKey;
 use crate::config::PoolMode;
@@ -66,6 +67,8 @@ pub struct Session<'a> {
     pub server: Option<Checkout>,
     /// A `BEGIN` answered locally, to be sent ahead of the client's next statement.
     pub deferred_begin: Option<bytes::Bytes>,
+    /// Idle, idle-in-transaction and query time limits.
+    pub timers: Timers,
 }
 
 impl Session<'_> {
@@ -129,6 +132,7 @@ impl Session<'_> {
                 &self.decoder,
                 &mut self.shutdown,
                 tracking,
+                &mut self.timers,
             )
             .await;
             match end {
@@ -162,7 +166,14 @@ impl Session<'_> {
     /// Waits, holding no server, until the client has sent a whole message that needs one.
     /// Returns `Some` when the session ends instead.
     async fn wait_for_work(&mut self) -> Option<RelayEnd> {
+        self.timers.restart();
         loop {
+            // A BEGIN answered locally is a transaction as far as the client knows.
+            self.timers.enter(if self.deferred_begin.is_some() {
+                Wait::IdleInTransaction
+            } else {
+                Wait::ClientIdle
+            });
             match self.decoder.peek_len(&self.bufs.from_client) {
                 Ok(Some(len)) => {
                     // Garbage must not cost a server: check the first message before asking
@@ -200,9 +211,12 @@ impl Session<'_> {
                         return Some(RelayEnd::Shutdown);
                     }
                 }
+                wait = self.timers.expired(), if self.timers.armed() => {
+                    return Some(RelayEnd::Error(self.timers.closing_error(wait)));
+                }
                 r = reader.read_buf(&mut self.bufs.from_client) => match r {
                     Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
-                    Ok(_) => {}
+                    Ok(_) => self.timers.restart(),
                 },
                 r = writer.write(&self.bufs.to_client), if !self.bufs.to_client.is_empty() => match r {
                     Ok(n) => {

@@ -11,6 +11,7 @@ mod relay;
 mod settings;
 mod startup;
 mod state;
+mod timeouts;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -98,6 +99,7 @@ async fn logged_in(
         return Err(SessionError::refused(SqlState::INVALID_PASSWORD, "authentication failed"));
     };
     let _db_slot = app.client_slot(Some(&database.name))?;
+    let _user_slot = app.user_client_slot(&user.name)?;
     build::authentication_ok(out);
     send(stream, out).await?;
 
@@ -115,6 +117,7 @@ async fn logged_in(
 
     let mut bufs = relay::Buffers::new();
     bufs.from_client = std::mem::take(buf);
+    let timers = timeouts::Timers::new(&pool.settings);
     let mut session = client::Session {
         app,
         client: stream,
@@ -127,6 +130,7 @@ async fn logged_in(
         shutdown: app.shutdown_watch(),
         server: None,
         deferred_begin: None,
+        timers,
     };
     session.run(out).await;
     // The client hears why it was closed before the server is reset, which may take a

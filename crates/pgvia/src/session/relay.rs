@@ -13,6 +13,7 @@ use wire::FrameDecoder;
 
 use super::error::SessionError;
 use super::state::SessionState;
+use super::timeouts::{Timers, Wait};
 use crate::app::Phase;
 use crate::net::ClientStream;
 use crate::pool::Pool;
@@ -257,6 +258,7 @@ pub async fn relay(
     decoder: &FrameDecoder,
     shutdown: &mut watch::Receiver<Phase>,
     mut tracking: Option<Tracking<'_>>,
+    timers: &mut Timers,
 ) -> RelayEnd {
     let mut draining = *shutdown.borrow() != Phase::Running;
     let mut server_fatal = false;
@@ -270,6 +272,7 @@ pub async fn relay(
         {
             return RelayEnd::Shutdown;
         }
+        timers.enter(Wait::holding(server));
         ensure_room(&mut server.read_buf, RELAY_READ);
         ensure_room(&mut bufs.from_client, RELAY_READ);
         // Borrow the socket halves and the server's fields separately so one select can wait
@@ -282,6 +285,13 @@ pub async fn relay(
                     return RelayEnd::Shutdown;
                 }
                 draining = true;
+            }
+            wait = timers.expired(), if timers.armed() => {
+                if wait != Wait::Server {
+                    return RelayEnd::Error(timers.closing_error(wait));
+                }
+                // to_client holds whole frames only, so the warning lands between messages.
+                timers.cancel_request(server, &mut bufs.to_client);
             }
             r = sr.read_buf(&mut server.read_buf), if bufs.to_client.len() < HIGH_WATER => {
                 match r {
