@@ -131,7 +131,7 @@ fn omitted_keys_take_their_defaults() {
     let db = &c.databases[0];
     assert_eq!((db.port, db.server_dbname(), db.max_client_connections), (5432, "app", None));
     let s = c.pool_settings(db, &c.users[0]);
-    assert_eq!((s.pool_mode, s.pool_size, s.min_idle), (PoolMode::Session, 20, 0));
+    assert_eq!((s.pool_mode, s.pool_size, s.min_idle), (PoolMode::Transaction, 20, 0));
     assert_eq!((s.connect_timeout, s.checkout_timeout), (secs(5), secs(30)));
     assert_eq!((s.idle_timeout, s.max_lifetime), (secs(600), secs(3600)));
 
@@ -277,7 +277,6 @@ pool_mode = "statement"
             "21: users[0].name: must be a non-empty name without NUL characters",
             // A missing key points at its table.
             "24: users[1].password: required because auth_method is \"scram-sha-256\"",
-            "26: users[1].pool_mode: pool_mode \"statement\" is not implemented yet; use \"transaction\" or \"session\"",
         ]
     );
 }

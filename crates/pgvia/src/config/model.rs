@@ -43,9 +43,9 @@ impl fmt::Display for TlsMode {
 pub enum PoolMode {
     /// When the client disconnects.
     Session,
-    /// At the end of each transaction (not implemented yet).
+    /// At the end of each transaction.
     Transaction,
-    /// After each statement (not implemented yet).
+    /// After each statement; transaction blocks are refused.
     Statement,
 }
 
@@ -215,7 +215,7 @@ impl AnalysisSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PoolDefaults {
-    /// `session`, `transaction` or `statement`; only `session` is implemented. Default `session`.
+    /// `session`, `transaction` or `statement`. Default `transaction`.
     pub pool_mode: PoolMode,
     /// Most server connections per (database, user) pool. Default 20, at least 1.
     pub pool_size: u32,
@@ -254,7 +254,7 @@ pub struct PoolDefaults {
 impl Default for PoolDefaults {
     fn default() -> Self {
         PoolDefaults {
-            pool_mode: PoolMode::Session,
+            pool_mode: PoolMode::Transaction,
             pool_size: 20,
             min_idle: 0,
             connect_timeout: Duration::from_secs(5),

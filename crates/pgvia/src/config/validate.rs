@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::error::Problem;
-use super::model::{AuthMethod, Config, PasswordFormat, PoolMode, TlsMode, User};
+use super::model::{AuthMethod, Config, PasswordFormat, TlsMode, User};
 use super::resolve::{Layer, Stack};
 
 /// All problems with `config`, in no particular order and without line numbers.
@@ -80,12 +80,6 @@ impl Validator {
     /// Checks on the pool keys a layer sets itself.
     fn layer(&mut self, layer: &Layer) {
         let at = |key: &str| format!("{}.{key}", layer.path);
-        if let Some(mode) = layer.pool_mode.filter(|m| *m == PoolMode::Statement) {
-            self.report(
-                at("pool_mode"),
-                format!("pool_mode \"{mode}\" is not implemented yet; use \"transaction\" or \"session\""),
-            );
-        }
         if layer.pool_size == Some(0) {
             self.report(at("pool_size"), "must be at least 1");
         }

@@ -16,6 +16,7 @@ use super::error::SessionError;
 use super::relay::{self, Buffers, RelayEnd};
 use super::settings;
 use super::state::{self, SessionState};
+use super::statement_mode;
 use super::timeouts::{Timers, Wait};
 use crate::app::{App, Phase};
 use crate::cancel::CancelKey;
@@ -32,6 +33,13 @@ enum Local {
     Begin(&'static str),
     /// `COMMIT`/`ROLLBACK` of a transaction that never needed a server.
     End(&'static str),
+    /// Statement mode: a Query that opens a transaction block.
+    RefuseQuery,
+    /// Statement mode: a Parse that opens a transaction block; what follows up to the Sync is
+    /// discarded.
+    RefuseParse,
+    /// A message after a refused Parse, up to and including the Sync.
+    Discard,
 }
 
 /// Whether a simple query is a lone transaction-control statement that needs no server yet.
@@ -69,6 +77,8 @@ pub struct Session<'a> {
     pub deferred_begin: Option<bytes::Bytes>,
     /// Idle, idle-in-transaction and query time limits.
     pub timers: Timers,
+    /// Statement mode refused a Parse: the client's messages up to its Sync are discarded.
+    pub discard_until_sync: bool,
 }
 
 impl Session<'_> {
@@ -124,6 +134,9 @@ impl Session<'_> {
                 analyzer: &self.app.analyzer,
                 state: &mut self.state,
                 pool: &self.pool,
+                refuse_transactions: self.pool.settings.pool_mode == PoolMode::Statement,
+                held: false,
+                open_batch: false,
             });
             let end = relay::relay(
                 self.client,
@@ -142,6 +155,12 @@ impl Session<'_> {
                     }
                     if self.state.pins.is_empty() {
                         self.give_back_quiescent().await;
+                    } else if !self.bufs.from_client.is_empty() {
+                        // The relay stopped at a message statement mode refuses; answer it
+                        // here, keeping the pinned server.
+                        if let Some(end) = self.wait_for_work().await {
+                            return end;
+                        }
                     }
                 }
                 other => return other,
@@ -166,6 +185,7 @@ impl Session<'_> {
     /// Waits, holding no server, until the client has sent a whole message that needs one.
     /// Returns `Some` when the session ends instead.
     async fn wait_for_work(&mut self) -> Option<RelayEnd> {
+        let statement_mode = self.pool.settings.pool_mode == PoolMode::Statement;
         self.timers.restart();
         loop {
             // A BEGIN answered locally is a transaction as far as the client knows.
@@ -184,6 +204,15 @@ impl Session<'_> {
                             return Some(RelayEnd::Error(e.into()))
                         }
                         (wire::frontend::tag::TERMINATE, _) => return Some(RelayEnd::ClientDone),
+                        _ if self.discard_until_sync => Some(Local::Discard),
+                        (_, Ok(FrontendMessage::Query { sql })) if statement_mode => {
+                            let analysis = self.app.analyzer.analyze(sql, &[]);
+                            statement_mode::opens_transaction(&analysis).then_some(Local::RefuseQuery)
+                        }
+                        (_, Ok(FrontendMessage::Parse(p))) if statement_mode => {
+                            let analysis = self.app.analyzer.analyze(p.query, &[]);
+                            statement_mode::opens_transaction(&analysis).then_some(Local::RefuseParse)
+                        }
                         (_, Ok(FrontendMessage::Query { sql }))
                             if self.pool.settings.pool_mode != PoolMode::Session =>
                         {
@@ -234,7 +263,25 @@ impl Session<'_> {
     /// Answers a transaction-control statement without a server (see [`local_answer`]).
     fn answer_locally(&mut self, local: Local, len: usize) {
         let frame = self.bufs.from_client.split_to(len);
+        let out = &mut self.bufs.to_client;
         let (tag, status) = match local {
+            Local::RefuseQuery => {
+                statement_mode::write_refusal(out);
+                wire::build::ready_for_query(out, TransactionStatus::Idle.as_byte());
+                return;
+            }
+            Local::RefuseParse => {
+                statement_mode::write_refusal(out);
+                self.discard_until_sync = true;
+                return;
+            }
+            Local::Discard => {
+                if frame[0] == wire::frontend::tag::SYNC {
+                    self.discard_until_sync = false;
+                    wire::build::ready_for_query(out, TransactionStatus::Idle.as_byte());
+                }
+                return;
+            }
             Local::Begin(tag) => {
                 self.deferred_begin = Some(frame.freeze());
                 (tag, TransactionStatus::InTransaction)

@@ -11,6 +11,7 @@ mod relay;
 mod settings;
 mod startup;
 mod state;
+mod statement_mode;
 mod timeouts;
 
 use std::net::SocketAddr;
@@ -131,6 +132,7 @@ async fn logged_in(
         server: None,
         deferred_begin: None,
         timers,
+        discard_until_sync: false,
     };
     session.run(out).await;
     // The client hears why it was closed before the server is reset, which may take a

@@ -61,11 +61,17 @@ pub struct Tracking<'a> {
     pub analyzer: &'a route::Analyzer,
     pub state: &'a mut SessionState,
     pub pool: &'a Pool,
+    /// Statement mode: statements that open a transaction block are refused.
+    pub refuse_transactions: bool,
+    /// A refused message waits at the head of the client's buffer (statement_mode.rs).
+    pub held: bool,
+    /// An extended-protocol batch was forwarded and its Sync not yet.
+    pub open_batch: bool,
 }
 
 impl Tracking<'_> {
-    /// Reads what a Query or Parse may do to the session.
-    fn observe(&mut self, tag: u8, body: &[u8]) {
+    /// Reads what a Query or Parse may do to the session. True when statement mode refuses it.
+    fn observe(&mut self, tag: u8, body: &[u8]) -> bool {
         let analysis = match FrontendMessage::parse_body(tag, body) {
             Ok(FrontendMessage::Query { sql }) => self.analyzer.analyze(sql, &[]),
             Ok(FrontendMessage::Parse(p)) => {
@@ -83,13 +89,17 @@ impl Tracking<'_> {
                     self.analyzer.analyze(p.query, &oids)
                 }
             }
-            _ => return,
+            _ => return false,
         };
+        if self.refuse_transactions && super::statement_mode::opens_transaction(&analysis) {
+            return true;
+        }
         let added = self.state.observe(&analysis);
         for reason in added.reasons() {
             self.pool.stats.pins[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::info!(pool = %self.pool.name, reason = reason.as_str(), "client pinned to its server until the effect ends");
         }
+        false
     }
 
     /// Whether the server may go back to the pool now, or must at least stop for a check.
@@ -158,8 +168,28 @@ fn scan_client(
                 return ClientScan { forward: pos, terminated: false, error: Some(e.into()) };
             }
         }
-        if let (Some(t), frontend::tag::QUERY | frontend::tag::PARSE) = (tracking.as_deref_mut(), tag) {
-            t.observe(tag, body);
+        if let Some(t) = tracking.as_deref_mut() {
+            if matches!(tag, frontend::tag::QUERY | frontend::tag::PARSE) && t.observe(tag, body) {
+                // Refused in statement mode: answered in order once the server is done.
+                if t.open_batch {
+                    let error = Some(super::statement_mode::fatal_refusal());
+                    return ClientScan { forward: pos, terminated: false, error };
+                }
+                t.held = true;
+                return ClientScan { forward: pos, terminated: false, error: None };
+            }
+            if t.refuse_transactions {
+                match tag {
+                    frontend::tag::QUERY | frontend::tag::SYNC => t.open_batch = false,
+                    frontend::tag::PARSE
+                    | frontend::tag::BIND
+                    | frontend::tag::DESCRIBE
+                    | frontend::tag::EXECUTE
+                    | frontend::tag::CLOSE
+                    | frontend::tag::FLUSH => t.open_batch = true,
+                    _ => {}
+                }
+            }
         }
         server.tracker.client_sent(tag);
         pos += len;
@@ -323,7 +353,10 @@ pub async fn relay(
                 }
                 let releasable = tracking.as_ref().is_some_and(Tracking::may_release);
                 // Every Sync the client sent is answered and nothing of its is half-received.
-                let done = server.tracker.is_quiescent() && bufs.to_server.is_empty() && bufs.from_client.is_empty();
+                let held = tracking.as_ref().is_some_and(|t| t.held);
+                let done = server.tracker.is_quiescent()
+                    && bufs.to_server.is_empty()
+                    && (bufs.from_client.is_empty() || held);
                 if releasable && scan.ready && done {
                     return RelayEnd::Quiescent;
                 }
