@@ -44,6 +44,8 @@ pub struct App {
     /// SQL analysis, shared by every session (its cache is concurrent).
     pub analyzer: route::Analyzer,
     pub pools: Pools,
+    /// LISTEN/NOTIFY hubs, one per pool that has listeners (transaction and statement mode).
+    pub notify: crate::notify::Hubs,
     pub cancels: Arc<CancelRegistry>,
     pub tls: Option<TlsAcceptor>,
     secrets: HashMap<String, Arc<Secret>>,
@@ -80,6 +82,7 @@ impl App {
             analyzer,
             config: Arc::new(config),
             pools: Pools::default(),
+            notify: crate::notify::Hubs::default(),
             cancels: Arc::new(CancelRegistry::default()),
             tls,
             secrets,

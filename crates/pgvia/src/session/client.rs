@@ -22,6 +22,7 @@ use crate::app::{App, Phase};
 use crate::cancel::CancelKey;
 use crate::config::PoolMode;
 use crate::net::ClientStream;
+use crate::notify::Inbox;
 use crate::pool::{Checkout, Pool};
 use crate::server::ServerParams;
 use crate::server::CANCEL_SETTLE;
@@ -79,6 +80,9 @@ pub struct Session<'a> {
     pub timers: Timers,
     /// Statement mode refused a Parse: the client's messages up to its Sync are discarded.
     pub discard_until_sync: bool,
+    /// The channels this client listens to through the pool's notification hub, and the
+    /// notifications waiting for it. `None` until its first `LISTEN` in transaction mode.
+    pub inbox: Option<Inbox>,
 }
 
 impl Session<'_> {
@@ -145,7 +149,7 @@ impl Session<'_> {
                 &self.decoder,
                 &mut self.shutdown,
                 tracking,
-                &mut self.timers,
+                relay::Waits { timers: &mut self.timers, inbox: self.inbox.as_mut() },
             )
             .await;
             match end {
@@ -233,12 +237,16 @@ impl Session<'_> {
             relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
             // Replies of the last transaction may still be on their way to the client.
             let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
+            let mut inbox = self.inbox.as_mut();
             tokio::select! {
                 biased;
                 changed = self.shutdown.changed() => {
                     if changed.is_err() {
                         return Some(RelayEnd::Shutdown);
                     }
+                }
+                frame = relay::next_notification(&mut inbox), if inbox.is_some() => {
+                    self.bufs.to_client.extend_from_slice(&frame);
                 }
                 wait = self.timers.expired(), if self.timers.armed() => {
                     return Some(RelayEnd::Error(self.timers.closing_error(wait)));
@@ -328,12 +336,52 @@ impl Session<'_> {
         }
     }
 
+    /// After a transaction that ran `LISTEN` or `UNLISTEN`: applies the `UNLISTEN`s to the
+    /// client's hub subscriptions, subscribes it to what its server now listens to (committed
+    /// `LISTEN`s: PostgreSQL applies them at commit, so the server is the record), waits until
+    /// the hub's connection listens to them, and only then has the server `UNLISTEN *`, so no
+    /// notification committed meanwhile is lost and the server can go back to the pool.
+    async fn move_listens(&mut self) -> Result<(), SessionError> {
+        self.state.listen_changed = false;
+        let unlistens = std::mem::take(&mut self.state.unlistens);
+        let timeout = self.app.config().general.server_reset_timeout;
+        let max_frame = self.app.config().general.max_message_size as usize;
+        let Some(checkout) = self.server.as_mut() else { return Ok(()) };
+        let conn = checkout.conn();
+        let rows = conn.query_rows("SELECT pg_catalog.pg_listening_channels()", timeout).await?;
+        let listening: Vec<String> =
+            rows.into_iter().filter_map(|r| r.into_iter().next().flatten()).collect();
+        if listening.is_empty() && self.inbox.is_none() {
+            return Ok(());
+        }
+        let inbox =
+            self.inbox.get_or_insert_with(|| Inbox::new(self.app.notify.hub_for(&self.pool, max_frame)));
+        for channel in &unlistens {
+            inbox.unlisten(channel.as_deref());
+        }
+        for channel in &listening {
+            if !inbox.listen(channel, timeout).await {
+                tracing::warn!(pool = %self.pool.name, channel, "the LISTEN connection did not confirm in time; notifications may be late or missed");
+            }
+        }
+        if !listening.is_empty() {
+            conn.run_internal(&["UNLISTEN *"], timeout).await?;
+        }
+        if inbox.channels().is_empty() {
+            self.inbox = None;
+        }
+        Ok(())
+    }
+
     /// At the end of a transaction that may have changed the session: reads the settings and
     /// the pins back from the server, restores startup settings a RESET took away, and tells
     /// the client about parameters that changed on the way.
     async fn refresh_state(&mut self) -> Result<(), SessionError> {
         let timeout = self.app.config().general.server_reset_timeout;
         let user = self.pool.key.user.clone();
+        if self.state.listen_changed {
+            self.move_listens().await?;
+        }
         let Some(checkout) = self.server.as_mut() else { return Ok(()) };
         let conn = checkout.conn();
         if self.state.recheck_pins && !self.state.pins.is_empty() {

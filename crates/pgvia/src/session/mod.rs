@@ -133,6 +133,7 @@ async fn logged_in(
         deferred_begin: None,
         timers,
         discard_until_sync: false,
+        inbox: None,
     };
     session.run(out).await;
     // The client hears why it was closed before the server is reset, which may take a

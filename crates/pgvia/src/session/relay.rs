@@ -104,8 +104,18 @@ impl Tracking<'_> {
 
     /// Whether the server may go back to the pool now, or must at least stop for a check.
     fn may_release(&self) -> bool {
-        self.state.pins.is_empty() || self.state.recheck_pins || self.state.settings_changed
+        self.state.pins.is_empty()
+            || self.state.recheck_pins
+            || self.state.settings_changed
+            || self.state.listen_changed
     }
+}
+
+/// What a relay waits on besides the two sockets: the session's time limits and the
+/// notifications of the channels it listens to.
+pub struct Waits<'a> {
+    pub timers: &'a mut Timers,
+    pub inbox: Option<&'a mut crate::notify::Inbox>,
 }
 
 /// Moves the first `n` bytes of `src` to the end of `dst`, without copying when `dst` is
@@ -288,8 +298,9 @@ pub async fn relay(
     decoder: &FrameDecoder,
     shutdown: &mut watch::Receiver<Phase>,
     mut tracking: Option<Tracking<'_>>,
-    timers: &mut Timers,
+    waits: Waits<'_>,
 ) -> RelayEnd {
+    let Waits { timers, mut inbox } = waits;
     let mut draining = *shutdown.borrow() != Phase::Running;
     let mut server_fatal = false;
     // The client may have sent more than the message that got it this server.
@@ -315,6 +326,11 @@ pub async fn relay(
                     return RelayEnd::Shutdown;
                 }
                 draining = true;
+            }
+            // Notifications from the pool's LISTEN connection; to_client holds whole frames
+            // only, so each lands between two messages of the server's.
+            frame = next_notification(&mut inbox), if inbox.is_some() && bufs.to_client.len() < HIGH_WATER => {
+                bufs.to_client.extend_from_slice(&frame);
             }
             wait = timers.expired(), if timers.armed() => {
                 if wait != Wait::Server {
@@ -391,5 +407,13 @@ pub async fn relay(
                 }
             }
         }
+    }
+}
+
+/// The next notification for a session that listens; pending forever for one that does not.
+pub async fn next_notification(inbox: &mut Option<&mut crate::notify::Inbox>) -> bytes::Bytes {
+    match inbox {
+        Some(inbox) => inbox.next().await,
+        None => std::future::pending().await,
     }
 }
