@@ -75,7 +75,14 @@ async fn listen(
             conn.write_all(&out).await?;
             out.clear();
         }
+        let Some(h) = hub.upgrade() else { return Ok(()) };
         tokio::select! {
+            () = h.closed.notified() => {
+                out.clear();
+                wire::build::terminate(&mut out);
+                let _ = conn.write_all(&out).await;
+                return Ok(());
+            }
             command = commands.recv() => match command {
                 Some(c) => queue(c, &mut out, &mut acks),
                 None => return Ok(()),

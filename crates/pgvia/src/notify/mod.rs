@@ -61,6 +61,8 @@ pub struct Hub {
     channels: Mutex<HashMap<String, Subscribers>>,
     commands: mpsc::UnboundedSender<Command>,
     next_id: AtomicU64,
+    /// Shutdown: the listening connection closes.
+    closed: tokio::sync::Notify,
     pub stats: HubStats,
 }
 
@@ -75,6 +77,7 @@ impl Hub {
             channels: Mutex::new(HashMap::new()),
             commands,
             next_id: AtomicU64::new(1),
+            closed: tokio::sync::Notify::new(),
             stats: HubStats::default(),
         });
         listener::spawn(Arc::downgrade(&hub), rx);
@@ -125,6 +128,14 @@ impl Hubs {
 
     pub fn all(&self) -> Vec<Arc<Hub>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner).values().cloned().collect()
+    }
+
+    /// Shutdown: every listening connection closes (a permit is stored, so a connection
+    /// being opened right now closes as soon as it is up).
+    pub fn close_all(&self) {
+        for hub in self.all() {
+            hub.closed.notify_one();
+        }
     }
 }
 
