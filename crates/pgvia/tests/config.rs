@@ -113,6 +113,7 @@ fn full_layout_parses() {
             client_idle_timeout: Duration::ZERO,
             idle_in_transaction_timeout: Duration::ZERO,
             query_timeout: Duration::ZERO,
+            max_prepared_statements: 200,
         }
     );
     assert!(c.database("nope").is_none() && c.user("nope").is_none());

@@ -249,6 +249,10 @@ pub struct PoolDefaults {
     /// gets the server's 57014 error. Default `"0s"` = never.
     #[serde(deserialize_with = "values::duration")]
     pub query_timeout: Duration,
+    /// Transaction and statement mode: most prepared statements one server connection keeps
+    /// for clients (least recently used ones are closed past it). Default 200; 0 turns
+    /// prepared-statement handling off (statements pass through unchanged, as in session mode).
+    pub max_prepared_statements: u32,
 }
 
 impl Default for PoolDefaults {
@@ -264,6 +268,7 @@ impl Default for PoolDefaults {
             client_idle_timeout: Duration::ZERO,
             idle_in_transaction_timeout: Duration::ZERO,
             query_timeout: Duration::ZERO,
+            max_prepared_statements: 200,
         }
     }
 }
@@ -316,6 +321,9 @@ pub struct Database {
     /// Overrides `[pool]` `query_timeout` for this database.
     #[serde(default, deserialize_with = "values::opt_duration")]
     pub query_timeout: Option<Duration>,
+    /// Overrides `[pool] max_prepared_statements` for this database.
+    #[serde(default)]
+    pub max_prepared_statements: Option<u32>,
 }
 
 impl Database {
@@ -380,6 +388,9 @@ pub struct User {
     /// Overrides the database's and `[pool]`'s `query_timeout` for this user.
     #[serde(default, deserialize_with = "values::opt_duration")]
     pub query_timeout: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `max_prepared_statements` for this user.
+    #[serde(default)]
+    pub max_prepared_statements: Option<u32>,
 }
 
 /// What kind of secret a `password` value holds, decided by its spelling the way PostgreSQL
@@ -446,4 +457,6 @@ pub struct PoolSettings {
     pub idle_in_transaction_timeout: Duration,
     /// How long a request may go unanswered before it is cancelled; zero means never.
     pub query_timeout: Duration,
+    /// Prepared statements kept per server connection; zero turns their handling off.
+    pub max_prepared_statements: u32,
 }

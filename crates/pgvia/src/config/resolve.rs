@@ -80,5 +80,10 @@ pub(crate) fn pool_settings(pool: &PoolDefaults, db: &Database, user: &User) -> 
             pool.idle_in_transaction_timeout,
         ),
         query_timeout: or(user.query_timeout, db.query_timeout, pool.query_timeout),
+        max_prepared_statements: or(
+            user.max_prepared_statements,
+            db.max_prepared_statements,
+            pool.max_prepared_statements,
+        ),
     }
 }

@@ -24,6 +24,8 @@ use crate::config::PoolMode;
 use crate::net::ClientStream;
 use crate::notify::Inbox;
 use crate::pool::{Checkout, Pool};
+use crate::prepared::ClientStatements;
+use crate::server::tracker::{Pending, Replies, Request};
 use crate::server::ServerParams;
 use crate::server::CANCEL_SETTLE;
 
@@ -83,6 +85,8 @@ pub struct Session<'a> {
     /// The channels this client listens to through the pool's notification hub, and the
     /// notifications waiting for it. `None` until its first `LISTEN` in transaction mode.
     pub inbox: Option<Inbox>,
+    /// The client's prepared statements, when the pool follows them across servers.
+    pub statements: Option<ClientStatements>,
 }
 
 impl Session<'_> {
@@ -141,6 +145,7 @@ impl Session<'_> {
                 refuse_transactions: self.pool.settings.pool_mode == PoolMode::Statement,
                 held: false,
                 open_batch: false,
+                statements: self.statements.as_mut(),
             });
             let end = relay::relay(
                 self.client,
@@ -315,8 +320,12 @@ impl Session<'_> {
             // The client was told its BEGIN succeeded; the server hears it now, first, and
             // its reply is not passed on a second time.
             self.bufs.to_server.extend_from_slice(&begin);
-            conn.tracker.client_sent(wire::frontend::tag::QUERY);
-            conn.swallow_replies += 1;
+            conn.tracker.push(Pending {
+                request: Request::Query,
+                replies: Replies::DropAll,
+                server_effect: None,
+                client_effect: None,
+            });
             conn.dirty = true;
         }
         self.server = Some(checkout);

@@ -119,6 +119,7 @@ async fn logged_in(
     let mut bufs = relay::Buffers::new();
     bufs.from_client = std::mem::take(buf);
     let timers = timeouts::Timers::new(&pool.settings);
+    let statements = pool.client_statements();
     let mut session = client::Session {
         app,
         client: stream,
@@ -134,6 +135,7 @@ async fn logged_in(
         timers,
         discard_until_sync: false,
         inbox: None,
+        statements,
     };
     session.run(out).await;
     // The client hears why it was closed before the server is reset, which may take a

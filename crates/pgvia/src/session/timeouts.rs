@@ -183,6 +183,7 @@ mod tests {
             client_idle_timeout: Duration::from_millis(idle),
             idle_in_transaction_timeout: Duration::from_millis(in_tx),
             query_timeout: Duration::from_millis(query),
+            max_prepared_statements: 0,
         }
     }
 
