@@ -62,6 +62,25 @@ async fn transaction_blocks_are_refused_and_the_session_goes_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_client_is_refused_too() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&statement_config(&pg)).await;
+    let a = proxy.connect(USER, PASSWORD, DB).await;
+    // A session advisory lock keeps the server between statements.
+    a.batch_execute("SELECT pg_advisory_lock(7)").await.unwrap();
+    for _ in 0..3 {
+        let e = a.simple_query("BEGIN").await.expect_err("refused while pinned");
+        assert_eq!(sqlstate(&e).as_deref(), Some("0A000"));
+        assert_eq!(a.simple_query("SELECT 1").await.unwrap().len(), 3);
+    }
+    a.batch_execute("SELECT pg_advisory_unlock(7)").await.unwrap();
+    let e = a.simple_query("BEGIN").await.expect_err("refused once unpinned");
+    assert_eq!(sqlstate(&e).as_deref(), Some("0A000"));
+    drop(a);
+    proxy.assert_no_leaks().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_keep_pipelined_replies_in_order() {
     let pg = start_pg();
     let proxy = TestProxy::start(&statement_config(&pg)).await;

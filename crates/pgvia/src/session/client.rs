@@ -229,6 +229,9 @@ impl Session<'_> {
                         }
                         _ => None,
                     };
+                    if local.is_none() && self.answer_statement_command(len) {
+                        continue;
+                    }
                     let local = local?;
                     self.answer_locally(local, len);
                     continue;
@@ -320,6 +323,8 @@ impl Session<'_> {
             // The client was told its BEGIN succeeded; the server hears it now, first, and
             // its reply is not passed on a second time.
             self.bufs.to_server.extend_from_slice(&begin);
+            // Like any simple query, it replaces the server's unnamed statement.
+            conn.statements.unnamed = None;
             conn.tracker.push(Pending {
                 request: Request::Query,
                 replies: Replies::DropAll,

@@ -6,6 +6,7 @@
 
 mod client;
 mod error;
+mod local;
 mod login;
 mod relay;
 mod settings;
@@ -124,7 +125,10 @@ async fn logged_in(
         app,
         client: stream,
         pool,
-        state: state::SessionState::new(identity.settings.clone()),
+        state: state::SessionState {
+            statements_followed: statements.is_some(),
+            ..state::SessionState::new(identity.settings.clone())
+        },
         cancel,
         told,
         bufs,

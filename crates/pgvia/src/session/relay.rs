@@ -19,8 +19,9 @@ use crate::app::Phase;
 use crate::net::ClientStream;
 use crate::pool::Pool;
 use crate::prepared::forward::{write_answer, Forward, Sent, ServerSide};
+use crate::prepared::sql::SqlStatement;
 use crate::prepared::ClientStatements;
-use crate::server::tracker::Fate;
+use crate::server::tracker::{Answer, Fate};
 use crate::server::{ServerConn, ServerError, ServerEvent};
 
 /// Stop reading a side while this much is waiting to be written to the other: the slower
@@ -159,12 +160,20 @@ impl Tracking<'_> {
             Ok(FrontendMessage::Query { sql }) => {
                 fwd.query();
                 let analysis = self.analyzer.analyze(sql, &[]);
-                if forgets_statements(&analysis) {
-                    fwd.forget_all();
-                }
-                fwd.server.tracker.client_sent(tag, body);
+                let sent = match SqlStatement::of(sql, &analysis) {
+                    Some(SqlStatement::Prepare { name, span }) => fwd.prepare_sql(run, sql, name, span),
+                    Some(SqlStatement::Execute { name, span }) => fwd.execute_sql(run, sql, name, span),
+                    Some(SqlStatement::Deallocate { name }) => fwd.deallocate_sql(run, name),
+                    None => {
+                        if forgets_statements(&analysis) {
+                            fwd.forget_all();
+                        }
+                        fwd.server.tracker.client_sent(tag, body);
+                        Sent::AsIs
+                    }
+                };
                 self.observe(&analysis);
-                Sent::AsIs
+                sent
             }
             _ => {
                 fwd.server.tracker.client_sent(tag, body);
@@ -232,6 +241,8 @@ pub const IDLE_READ: usize = 2 * 1024;
 struct ClientScan {
     terminated: bool,
     error: Option<SessionError>,
+    /// pgvia answered a whole query (ReadyForQuery included) in the server's place.
+    answered_query: bool,
 }
 
 /// Checks the whole client frames read so far and moves them to the server's write buffer,
@@ -247,21 +258,21 @@ fn scan_client(
     let mut pos = 0;
     // Start of the frames not yet moved: runs of frames that go as they came move in one copy.
     let mut run_start = 0;
-    let end = loop {
+    let mut end = loop {
         let len = match decoder.peek_len(&buf[pos..]) {
             Ok(Some(len)) => len,
-            Ok(None) => break ClientScan { terminated: false, error: None },
-            Err(e) => break ClientScan { terminated: false, error: Some(e.into()) },
+            Ok(None) => break ClientScan { terminated: false, error: None, answered_query: false },
+            Err(e) => break ClientScan { terminated: false, error: Some(e.into()), answered_query: false },
         };
         let tag = buf[pos];
         let frame = &buf[pos..pos + len];
         if tag == frontend::tag::TERMINATE {
-            break ClientScan { terminated: true, error: None };
+            break ClientScan { terminated: true, error: None, answered_query: false };
         }
         // CopyData bodies are opaque; every other message is checked before a server sees it.
         if tag != frontend::tag::COPY_DATA {
             if let Err(e) = FrontendMessage::parse_body(tag, &frame[5..]) {
-                break ClientScan { terminated: false, error: Some(e.into()) };
+                break ClientScan { terminated: false, error: Some(e.into()), answered_query: false };
             }
         }
         if let Some(t) = tracking.as_deref_mut().filter(|t| t.refuse_transactions) {
@@ -269,13 +280,11 @@ fn scan_client(
                 // Refused in statement mode: answered in order once the server is done, or,
                 // inside an unsynced batch the server already has part of, not at all.
                 if t.open_batch {
-                    break ClientScan {
-                        terminated: false,
-                        error: Some(super::statement_mode::fatal_refusal()),
-                    };
+                    let error = Some(super::statement_mode::fatal_refusal());
+                    break ClientScan { terminated: false, error, answered_query: false };
                 }
                 t.held = true;
-                break ClientScan { terminated: false, error: None };
+                break ClientScan { terminated: false, error: None, answered_query: false };
             }
             t.note_batch(tag);
         }
@@ -288,6 +297,7 @@ fn scan_client(
                 Sent::AsIs
             }
         };
+        tracing::trace!(tag = %char::from(tag), ?sent, "client frame");
         pos += len;
         if sent == Sent::Replaced {
             run_start = pos;
@@ -299,16 +309,20 @@ fn scan_client(
         to_server.extend_from_slice(&from_client[run_start..pos]);
         from_client.advance(pos);
     }
-    answer_in_servers_place(server, to_client);
+    end.answered_query = answer_in_servers_place(server, to_client);
     server.settle_statements(tracking.and_then(|t| t.statements.as_deref_mut()));
     end
 }
 
 /// Gives the replies pgvia owes in the server's place whose turn has come.
-fn answer_in_servers_place(server: &mut ServerConn, to_client: &mut BytesMut) {
-    while let Some(tag) = server.tracker.take_answered() {
-        write_answer(to_client, tag);
+/// Returns whether the last of them answered a whole query.
+fn answer_in_servers_place(server: &mut ServerConn, to_client: &mut BytesMut) -> bool {
+    let mut whole_query = false;
+    while let Some(answer) = server.tracker.take_answered() {
+        whole_query = matches!(answer, Answer::Command(..));
+        write_answer(to_client, answer);
     }
+    whole_query
 }
 
 /// What a batch of server bytes held.
@@ -345,6 +359,7 @@ fn scan_server(read_buf: &mut BytesMut, to_client: &mut BytesMut, server: &mut S
             }
         }
         let (event, fate) = server.tracker.server_sent(tag, body);
+        tracing::trace!(tag = %char::from(tag), ?fate, ?event, "server frame");
         match event {
             ServerEvent::Fatal => scan.fatal = true,
             ServerEvent::Desync => {
@@ -371,8 +386,8 @@ fn scan_server(read_buf: &mut BytesMut, to_client: &mut BytesMut, server: &mut S
                 run_start = pos;
             }
         }
-        if let Some(tag) = answered {
-            write_answer(to_client, tag);
+        if let Some(answer) = answered {
+            write_answer(to_client, answer);
             answer_in_servers_place(server, to_client);
         }
     }
@@ -397,9 +412,24 @@ async fn take_client_frames(
         return None;
     }
     server.dirty = true;
-    let scan = scan_client(bufs, decoder, server, tracking);
+    let mut tracking = tracking;
+    let scan = scan_client(bufs, decoder, server, tracking.as_deref_mut());
+    let releasable = tracking.as_ref().is_some_and(|t| t.may_release());
+    if tracking.as_ref().is_some_and(|t| t.held) && bufs.to_server.is_empty() && !server.tracker.has_pending()
+    {
+        // Statement mode stopped at a refused message and the server owes nothing more: the
+        // refusal is answered now (client.rs). A transaction open on the server (SQL the
+        // analysis could not read began one) would never end by itself.
+        if !server.tracker.is_quiescent() {
+            return Some(RelayEnd::Error(super::statement_mode::fatal_refusal()));
+        }
+        return Some(RelayEnd::Quiescent);
+    }
     if !scan.terminated && scan.error.is_none() {
-        return None;
+        // pgvia answered the client's query itself and the server owes nothing: it can go
+        // back now rather than wait for the client's next message.
+        let done = server.tracker.is_quiescent() && bufs.to_server.is_empty() && bufs.from_client.is_empty();
+        return (releasable && scan.answered_query && done).then_some(RelayEnd::Quiescent);
     }
     // Whatever came before the end is forwarded; the reset that follows collects the replies.
     if let Err(e) = server.stream.write_all(&bufs.to_server).await {

@@ -127,10 +127,11 @@ impl Timers {
     /// (the server connection counts it as in flight, so it is not handed on before the
     /// cancel lands) and warns the client, whose request then fails with the server's 57014.
     pub fn cancel_request(&self, server: &ServerConn, to_client: &mut bytes::BytesMut) {
-        let target = server.cancel_target();
+        // Counted in flight now, before this task returns to the relay.
+        let cancel = crate::cancel::ArmedCancel::for_held_server(server.cancel_target());
         let timeout = self.cancel_timeout;
         tokio::spawn(async move {
-            if let Err(e) = crate::cancel::forward(&target, timeout).await {
+            if let Err(e) = crate::cancel::forward(cancel, timeout).await {
                 tracing::warn!(error = %e, "could not forward the cancel for query_timeout");
             }
         });
