@@ -215,6 +215,17 @@ impl Inbox {
             None => std::future::pending().await,
         }
     }
+
+    /// Appends the notifications already waiting to `out`, up to about `limit` bytes in it, so
+    /// a burst costs one wake-up rather than one per notification.
+    pub fn drain_into(&mut self, out: &mut bytes::BytesMut, limit: usize) {
+        while out.len() < limit {
+            match self.rx.try_recv() {
+                Ok(frame) => out.extend_from_slice(&frame),
+                Err(_) => return,
+            }
+        }
+    }
 }
 
 impl Drop for Inbox {

@@ -255,6 +255,9 @@ impl Session<'_> {
                 }
                 frame = relay::next_notification(&mut inbox), if inbox.is_some() => {
                     self.bufs.to_client.extend_from_slice(&frame);
+                    if let Some(inbox) = inbox.as_mut() {
+                        inbox.drain_into(&mut self.bufs.to_client, relay::IDLE_READ * 32);
+                    }
                 }
                 wait = self.timers.expired(), if self.timers.armed() => {
                     return Some(RelayEnd::Error(self.timers.closing_error(wait)));

@@ -485,6 +485,9 @@ pub async fn relay(
             // only, so each lands between two messages of the server's.
             frame = next_notification(&mut inbox), if inbox.is_some() && bufs.to_client.len() < HIGH_WATER => {
                 bufs.to_client.extend_from_slice(&frame);
+                if let Some(inbox) = inbox.as_mut() {
+                    inbox.drain_into(&mut bufs.to_client, HIGH_WATER);
+                }
             }
             wait = timers.expired(), if timers.armed() => {
                 if wait != Wait::Server {
