@@ -44,6 +44,8 @@ pub struct App {
     /// SQL analysis, shared by every session (its cache is concurrent).
     pub analyzer: route::Analyzer,
     pub pools: Pools,
+    /// LISTEN/NOTIFY hubs, one per pool that has listeners (transaction and statement mode).
+    pub notify: crate::notify::Hubs,
     /// Prepared statements shared by every transaction-mode pool.
     pub statements: Arc<crate::prepared::Registry>,
     pub cancels: Arc<CancelRegistry>,
@@ -52,6 +54,7 @@ pub struct App {
     phase: watch::Sender<Phase>,
     clients: AtomicUsize,
     db_clients: HashMap<String, AtomicUsize>,
+    user_clients: HashMap<String, AtomicUsize>,
     sessions: AtomicUsize,
     sessions_done: Notify,
 }
@@ -74,12 +77,14 @@ impl App {
             }
         }
         let db_clients = config.databases.iter().map(|d| (d.name.clone(), AtomicUsize::new(0))).collect();
+        let user_clients = config.users.iter().map(|u| (u.name.clone(), AtomicUsize::new(0))).collect();
         let (phase, _) = watch::channel(Phase::Running);
         let analyzer = route::Analyzer::new(config.analyzer_options())?;
         Ok(Arc::new(Self {
             analyzer,
             config: Arc::new(config),
             pools: Pools::default(),
+            notify: crate::notify::Hubs::default(),
             statements: Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default())),
             cancels: Arc::new(CancelRegistry::default()),
             tls,
@@ -87,6 +92,7 @@ impl App {
             phase,
             clients: AtomicUsize::new(0),
             db_clients,
+            user_clients,
             sessions: AtomicUsize::new(0),
             sessions_done: Notify::new(),
         }))
@@ -139,16 +145,19 @@ impl App {
                 (counter, limit, Some(name))
             }
         };
-        let now = counter.fetch_add(1, Ordering::AcqRel) + 1;
-        let slot = ClientSlot { counter };
-        if limit.is_some_and(|l| now > l) {
-            let message = match what {
-                None => "sorry, too many clients already".to_owned(),
-                Some(db) => format!("too many connections for database \"{db}\""),
-            };
-            return Err(SessionError::refused(SqlState::TOO_MANY_CONNECTIONS, message));
-        }
-        Ok(slot)
+        take_slot(counter, limit, || match what {
+            None => "sorry, too many clients already".to_owned(),
+            Some(db) => format!("too many connections for database \"{db}\""),
+        })
+    }
+
+    /// Counts a logged-in client against its user's `max_client_connections`.
+    pub fn user_client_slot(&self, user: &str) -> Result<ClientSlot<'_>, SessionError> {
+        let Some(counter) = self.user_clients.get(user) else {
+            return Err(SessionError::refused(SqlState::INVALID_PASSWORD, "authentication failed"));
+        };
+        let limit = self.config.user(user).and_then(|u| u.max_client_connections).map(|l| l as usize);
+        take_slot(counter, limit, || format!("too many connections for role \"{user}\""))
     }
 
     pub fn shutdown_watch(&self) -> watch::Receiver<Phase> {
@@ -182,6 +191,20 @@ impl App {
             notified.await;
         }
     }
+}
+
+/// Counts one more client on `counter`; refuses with 53300 when that goes past `limit`.
+fn take_slot(
+    counter: &AtomicUsize,
+    limit: Option<usize>,
+    message: impl FnOnce() -> String,
+) -> Result<ClientSlot<'_>, SessionError> {
+    let now = counter.fetch_add(1, Ordering::AcqRel) + 1;
+    let slot = ClientSlot { counter };
+    if limit.is_some_and(|l| now > l) {
+        return Err(SessionError::refused(SqlState::TOO_MANY_CONNECTIONS, message()));
+    }
+    Ok(slot)
 }
 
 /// Holds one client's place under a connection limit.

@@ -86,6 +86,7 @@ impl Proxy {
             let _ = tokio::time::timeout(FINAL_GRACE, app.sessions_finished()).await;
         }
         app.pools.close_all();
+        app.notify.close_all();
         tracing::info!("pgvia stopped");
     }
 }

@@ -211,8 +211,7 @@ impl Pool {
 
     /// Returns a clean server to the idle list, or closes it when it is too old.
     fn put_idle(&self, mut conn: ServerConn) {
-        let lifetime = self.settings.max_lifetime;
-        if !lifetime.is_zero() && conn.created.elapsed() >= lifetime {
+        if maintain::past_lifetime(self.settings.max_lifetime, &conn) {
             self.close_conn(conn, "reached max_lifetime");
             return;
         }

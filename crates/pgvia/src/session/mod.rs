@@ -12,6 +12,8 @@ mod relay;
 mod settings;
 mod startup;
 mod state;
+mod statement_mode;
+mod timeouts;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -99,6 +101,7 @@ async fn logged_in(
         return Err(SessionError::refused(SqlState::INVALID_PASSWORD, "authentication failed"));
     };
     let _db_slot = app.client_slot(Some(&database.name))?;
+    let _user_slot = app.user_client_slot(&user.name)?;
     build::authentication_ok(out);
     send(stream, out).await?;
 
@@ -116,6 +119,7 @@ async fn logged_in(
 
     let mut bufs = relay::Buffers::new();
     bufs.from_client = std::mem::take(buf);
+    let timers = timeouts::Timers::new(&pool.settings);
     let statements = pool.client_statements();
     let mut session = client::Session {
         app,
@@ -132,6 +136,9 @@ async fn logged_in(
         shutdown: app.shutdown_watch(),
         server: None,
         deferred_begin: None,
+        timers,
+        discard_until_sync: false,
+        inbox: None,
         statements,
     };
     session.run(out).await;

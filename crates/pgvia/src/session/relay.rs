@@ -14,6 +14,7 @@ use wire::FrameDecoder;
 
 use super::error::SessionError;
 use super::state::SessionState;
+use super::timeouts::{Timers, Wait};
 use crate::app::Phase;
 use crate::net::ClientStream;
 use crate::pool::Pool;
@@ -68,6 +69,19 @@ pub struct Tracking<'a> {
     pub pool: &'a Pool,
     /// `None` when the pool passes prepared statements through unchanged.
     pub statements: Option<&'a mut ClientStatements>,
+    /// Statement mode: statements that open a transaction block are refused.
+    pub refuse_transactions: bool,
+    /// A refused message waits at the head of the client's buffer (statement_mode.rs).
+    pub held: bool,
+    /// An extended-protocol batch was forwarded and its Sync not yet.
+    pub open_batch: bool,
+}
+
+/// What a relay waits on besides the two sockets: the session's time limits and the
+/// notifications of the channels it listens to.
+pub struct Waits<'a> {
+    pub timers: &'a mut Timers,
+    pub inbox: Option<&'a mut crate::notify::Inbox>,
 }
 
 impl Tracking<'_> {
@@ -82,7 +96,35 @@ impl Tracking<'_> {
 
     /// Whether the server may go back to the pool now, or must at least stop for a check.
     fn may_release(&self) -> bool {
-        self.state.pins.is_empty() || self.state.recheck_pins || self.state.settings_changed
+        self.state.pins.is_empty()
+            || self.state.recheck_pins
+            || self.state.settings_changed
+            || self.state.listen_changed
+    }
+
+    /// Statement mode: whether a Query or Parse opens a transaction block (the analysis is
+    /// cached, so the second look in `send` costs an `Arc` clone).
+    fn refuses(&self, tag: u8, body: &[u8]) -> bool {
+        let analysis = match FrontendMessage::parse_body(tag, body) {
+            Ok(FrontendMessage::Query { sql }) => self.analyzer.analyze(sql, &[]),
+            Ok(FrontendMessage::Parse(p)) => analyze_parse(self.analyzer, &p),
+            _ => return false,
+        };
+        super::statement_mode::opens_transaction(&analysis)
+    }
+
+    /// Statement mode: follows whether an extended-protocol batch is open (sent, not synced).
+    fn note_batch(&mut self, tag: u8) {
+        match tag {
+            frontend::tag::QUERY | frontend::tag::SYNC => self.open_batch = false,
+            frontend::tag::PARSE
+            | frontend::tag::BIND
+            | frontend::tag::DESCRIBE
+            | frontend::tag::EXECUTE
+            | frontend::tag::CLOSE
+            | frontend::tag::FLUSH => self.open_batch = true,
+            _ => {}
+        }
     }
 
     /// Sends one client frame that names a prepared statement, or runs a query; says whether
@@ -233,6 +275,19 @@ fn scan_client(
                 break ClientScan { terminated: false, error: Some(e.into()), answered_query: false };
             }
         }
+        if let Some(t) = tracking.as_deref_mut().filter(|t| t.refuse_transactions) {
+            if matches!(tag, b'P' | b'Q') && t.refuses(tag, &frame[5..]) {
+                // Refused in statement mode: answered in order once the server is done, or,
+                // inside an unsynced batch the server already has part of, not at all.
+                if t.open_batch {
+                    let error = Some(super::statement_mode::fatal_refusal());
+                    break ClientScan { terminated: false, error, answered_query: false };
+                }
+                t.held = true;
+                break ClientScan { terminated: false, error: None, answered_query: false };
+            }
+            t.note_batch(tag);
+        }
         let sent = match tracking.as_deref_mut() {
             Some(t) if matches!(tag, b'P' | b'B' | b'D' | b'C' | b'Q') => {
                 t.send(server, to_server, &buf[run_start..pos], frame)
@@ -360,6 +415,16 @@ async fn take_client_frames(
     let mut tracking = tracking;
     let scan = scan_client(bufs, decoder, server, tracking.as_deref_mut());
     let releasable = tracking.as_ref().is_some_and(|t| t.may_release());
+    if tracking.as_ref().is_some_and(|t| t.held) && bufs.to_server.is_empty() && !server.tracker.has_pending()
+    {
+        // Statement mode stopped at a refused message and the server owes nothing more: the
+        // refusal is answered now (client.rs). A transaction open on the server (SQL the
+        // analysis could not read began one) would never end by itself.
+        if !server.tracker.is_quiescent() {
+            return Some(RelayEnd::Error(super::statement_mode::fatal_refusal()));
+        }
+        return Some(RelayEnd::Quiescent);
+    }
     if !scan.terminated && scan.error.is_none() {
         // pgvia answered the client's query itself and the server owes nothing: it can go
         // back now rather than wait for the client's next message.
@@ -387,7 +452,9 @@ pub async fn relay(
     decoder: &FrameDecoder,
     shutdown: &mut watch::Receiver<Phase>,
     mut tracking: Option<Tracking<'_>>,
+    waits: Waits<'_>,
 ) -> RelayEnd {
+    let Waits { timers, mut inbox } = waits;
     let mut draining = *shutdown.borrow() != Phase::Running;
     let mut server_fatal = false;
     // The client may have sent more than the message that got it this server.
@@ -400,6 +467,7 @@ pub async fn relay(
         {
             return RelayEnd::Shutdown;
         }
+        timers.enter(Wait::holding(server));
         ensure_room(&mut server.read_buf, RELAY_READ);
         ensure_room(&mut bufs.from_client, RELAY_READ);
         // Borrow the socket halves and the server's fields separately so one select can wait
@@ -412,6 +480,21 @@ pub async fn relay(
                     return RelayEnd::Shutdown;
                 }
                 draining = true;
+            }
+            // Notifications from the pool's LISTEN connection; to_client holds whole frames
+            // only, so each lands between two messages of the server's.
+            frame = next_notification(&mut inbox), if inbox.is_some() && bufs.to_client.len() < HIGH_WATER => {
+                bufs.to_client.extend_from_slice(&frame);
+                if let Some(inbox) = inbox.as_mut() {
+                    inbox.drain_into(&mut bufs.to_client, HIGH_WATER);
+                }
+            }
+            wait = timers.expired(), if timers.armed() => {
+                if wait != Wait::Server {
+                    return RelayEnd::Error(timers.closing_error(wait));
+                }
+                // to_client holds whole frames only, so the warning lands between messages.
+                timers.cancel_request(server, &mut bufs.to_client);
             }
             r = sr.read_buf(&mut server.read_buf), if bufs.to_client.len() < HIGH_WATER => {
                 match r {
@@ -437,7 +520,10 @@ pub async fn relay(
                 }
                 let releasable = tracking.as_ref().is_some_and(Tracking::may_release);
                 // Every Sync the client sent is answered and nothing of its is half-received.
-                let done = server.tracker.is_quiescent() && bufs.to_server.is_empty() && bufs.from_client.is_empty();
+                let held = tracking.as_ref().is_some_and(|t| t.held);
+                let done = server.tracker.is_quiescent()
+                    && bufs.to_server.is_empty()
+                    && (bufs.from_client.is_empty() || held);
                 if releasable && scan.ready && done {
                     return RelayEnd::Quiescent;
                 }
@@ -472,5 +558,13 @@ pub async fn relay(
                 }
             }
         }
+    }
+}
+
+/// The next notification for a session that listens; pending forever for one that does not.
+pub async fn next_notification(inbox: &mut Option<&mut crate::notify::Inbox>) -> bytes::Bytes {
+    match inbox {
+        Some(inbox) => inbox.next().await,
+        None => std::future::pending().await,
     }
 }
