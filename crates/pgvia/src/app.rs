@@ -79,6 +79,8 @@ pub struct App {
     /// SQL analysis, shared by every session (its cache is concurrent).
     pub analyzer: route::Analyzer,
     pub pools: Pools,
+    /// LISTEN/NOTIFY hubs, one per pool that has listeners (transaction and statement mode).
+    pub notify: crate::notify::Hubs,
     /// Prepared statements shared by every transaction-mode pool.
     pub statements: Arc<crate::prepared::Registry>,
     pub cancels: Arc<CancelRegistry>,
@@ -88,6 +90,7 @@ pub struct App {
     phase: watch::Sender<Phase>,
     clients_count: AtomicUsize,
     db_clients: Mutex<HashMap<String, Arc<AtomicUsize>>>,
+    user_clients: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     sessions: AtomicUsize,
     sessions_done: Notify,
     /// `SHUTDOWN` from the admin console: the accept loop stops as on SIGTERM.
@@ -124,6 +127,7 @@ impl App {
             analyzer,
             snapshot: ArcSwap::from_pointee(Snapshot::new(config)?),
             pools: Pools::default(),
+            notify: crate::notify::Hubs::default(),
             statements: Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default())),
             cancels: Arc::new(CancelRegistry::default()),
             clients: Arc::new(ClientRegistry::default()),
@@ -132,6 +136,7 @@ impl App {
             phase,
             clients_count: AtomicUsize::new(0),
             db_clients: Mutex::new(HashMap::new()),
+            user_clients: Mutex::new(HashMap::new()),
             sessions: AtomicUsize::new(0),
             sessions_done: Notify::new(),
             shutdown_requested: Notify::new(),
@@ -264,16 +269,29 @@ impl App {
                 )
             }
         };
-        let now = counter.get().fetch_add(1, Ordering::AcqRel) + 1;
-        let slot = ClientSlot { counter };
-        if limit.is_some_and(|l| now > l) {
-            let message = match what {
-                None => "sorry, too many clients already".to_owned(),
-                Some(db) => format!("too many connections for database \"{db}\""),
-            };
-            return Err(SessionError::refused(SqlState::TOO_MANY_CONNECTIONS, message));
-        }
-        Ok(slot)
+        take_slot(counter, limit, || match what {
+            None => "sorry, too many clients already".to_owned(),
+            Some(db) => format!("too many connections for database \"{db}\""),
+        })
+    }
+
+    /// Counts a logged-in client against its user's `max_client_connections`.
+    pub fn user_client_slot(&self, user: &str) -> Result<ClientSlot<'_>, SessionError> {
+        let config = self.config();
+        let Some(known) = config.user(user) else {
+            return Err(SessionError::refused(SqlState::INVALID_PASSWORD, "authentication failed"));
+        };
+        let limit = known.max_client_connections.map(|l| l as usize);
+        let counter = self
+            .user_clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(user.to_owned())
+            .or_default()
+            .clone();
+        take_slot(CounterRef::Database(counter), limit, || {
+            format!("too many connections for role \"{user}\"")
+        })
     }
 
     pub fn shutdown_watch(&self) -> watch::Receiver<Phase> {
@@ -310,6 +328,20 @@ impl App {
     }
 }
 
+/// Counts one more client on `counter`; refuses with 53300 when that goes past `limit`.
+fn take_slot(
+    counter: CounterRef<'_>,
+    limit: Option<usize>,
+    message: impl FnOnce() -> String,
+) -> Result<ClientSlot<'_>, SessionError> {
+    let now = counter.get().fetch_add(1, Ordering::AcqRel) + 1;
+    let slot = ClientSlot { counter };
+    if limit.is_some_and(|l| now > l) {
+        return Err(SessionError::refused(SqlState::TOO_MANY_CONNECTIONS, message()));
+    }
+    Ok(slot)
+}
+
 /// Holds one client's place under a connection limit.
 pub struct ClientSlot<'a> {
     counter: CounterRef<'a>,
@@ -317,7 +349,7 @@ pub struct ClientSlot<'a> {
 
 enum CounterRef<'a> {
     Process(&'a AtomicUsize),
-    /// Per database, shared so it outlives a reload that removes the database.
+    /// Per database or user, shared so it outlives a reload that removes the entry.
     Database(Arc<AtomicUsize>),
 }
 

@@ -150,6 +150,16 @@ pub struct ArmedCancel {
     _in_flight: InFlightGuard,
 }
 
+impl ArmedCancel {
+    /// A cancel pgvia sends itself (`query_timeout`) for the server the calling session
+    /// holds: no give-back can race with it, so it is counted in flight from here on.
+    pub fn for_held_server(target: CancelTarget) -> ArmedCancel {
+        let target = Arc::new(target);
+        let guard = target.in_flight.begin();
+        ArmedCancel { target, _in_flight: guard }
+    }
+}
+
 pub async fn forward(cancel: ArmedCancel, timeout: Duration) -> std::io::Result<()> {
     let target = &cancel.target;
     let send = async {

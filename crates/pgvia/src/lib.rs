@@ -1,7 +1,8 @@
 //! pgvia: a PostgreSQL connection pooler and proxy.
 //!
 //! Folders follow concerns: `net` (sockets, TLS), `session` (one client), `server` (one
-//! PostgreSQL connection), `pool` (sharing servers), `prepared` (statements that follow clients across servers), `auth`, `config`, `cancel`; `app` holds
+//! PostgreSQL connection), `pool` (sharing servers), `prepared` (statements that follow clients
+//! across servers), `notify` (LISTEN/NOTIFY fan-out), `auth`, `config`, `cancel`; `app` holds
 //! what they share and `proxy` runs the accept loop.
 
 pub mod admin;
@@ -13,6 +14,7 @@ pub mod config;
 pub mod logging;
 pub mod metrics;
 pub mod net;
+pub mod notify;
 pub mod pool;
 pub mod prepared;
 pub mod proxy;

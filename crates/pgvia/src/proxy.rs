@@ -107,6 +107,7 @@ impl Proxy {
         if let Some(m) = metrics {
             m.abort();
         }
+        app.notify.close_all();
         tracing::info!("pgvia stopped");
     }
 }

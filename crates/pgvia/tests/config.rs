@@ -110,6 +110,9 @@ fn full_layout_parses() {
             checkout_timeout: secs(30),
             idle_timeout: secs(600),
             max_lifetime: secs(3600),
+            client_idle_timeout: Duration::ZERO,
+            idle_in_transaction_timeout: Duration::ZERO,
+            query_timeout: Duration::ZERO,
             max_prepared_statements: 200,
         }
     );
@@ -129,7 +132,7 @@ fn omitted_keys_take_their_defaults() {
     let db = &c.databases[0];
     assert_eq!((db.port, db.server_dbname(), db.max_client_connections), (5432, "app", None));
     let s = c.pool_settings(db, &c.users[0]);
-    assert_eq!((s.pool_mode, s.pool_size, s.min_idle), (PoolMode::Session, 20, 0));
+    assert_eq!((s.pool_mode, s.pool_size, s.min_idle), (PoolMode::Transaction, 20, 0));
     assert_eq!((s.connect_timeout, s.checkout_timeout), (secs(5), secs(30)));
     assert_eq!((s.idle_timeout, s.max_lifetime), (secs(600), secs(3600)));
 
@@ -275,7 +278,6 @@ pool_mode = "statement"
             "21: users[0].name: must be a non-empty name without NUL characters",
             // A missing key points at its table.
             "24: users[1].password: required because auth_method is \"scram-sha-256\"",
-            "26: users[1].pool_mode: pool_mode \"statement\" is not implemented yet; use \"transaction\" or \"session\"",
         ]
     );
 }
@@ -466,6 +468,43 @@ fn timeouts_and_limits() {
         ["2: general.server_reset_timeout: must be more than 0s"]
     );
     ok("[general]\nmax_message_size = 1024\nserver_reset_query = \"\"\nlog_level = \"warn,pgvia::pool=debug\"\n");
+    assert_eq!(
+        problems("[[users]]\nname = \"u\"\npassword = \"p\"\nmax_client_connections = 0\n"),
+        ["4: users[0].max_client_connections: must be at least 1"]
+    );
+}
+
+#[test]
+fn session_time_limits_resolve_through_the_layers() {
+    let c = ok(r#"
+[pool]
+client_idle_timeout = "10m"
+idle_in_transaction_timeout = "30s"
+query_timeout = "1m"
+
+[[databases]]
+name = "app"
+host = "h"
+query_timeout = "5s"
+
+[[users]]
+name = "u"
+password = "p"
+idle_in_transaction_timeout = "0s"
+max_client_connections = 7
+"#);
+    let s = c.pool_settings(&c.databases[0], &c.users[0]);
+    assert_eq!(
+        (s.client_idle_timeout, s.idle_in_transaction_timeout, s.query_timeout),
+        (secs(600), Duration::ZERO, secs(5))
+    );
+    assert_eq!(c.users[0].max_client_connections, Some(7));
+    let d = ok("");
+    assert_eq!(
+        (d.pool.client_idle_timeout, d.pool.idle_in_transaction_timeout, d.pool.query_timeout),
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO),
+        "every session time limit is off by default"
+    );
 }
 
 #[test]

@@ -161,6 +161,24 @@ fn script() -> Vec<Step> {
         step(&[query("DEALLOCATE ALL")], Ready(1), true),
         step(&[bind("", "s4", &[]), execute("", 0), sync()], Ready(1), true),
         step(&[parse("s4", "SELECT 'four'"), bind("", "s4", &[]), execute("", 0), sync()], Ready(1), true),
+        // SQL-level statements share the names, and follow the client the same way.
+        step(&[query("PREPARE q1(int) AS SELECT $1 * 3")], Ready(1), true),
+        step(&[query("EXECUTE q1(5)")], Ready(1), true),
+        step(&[query("PREPARE q1 AS SELECT 1")], Ready(1), true),
+        step(&[query("PREPARE s4 AS SELECT 1")], Ready(1), true),
+        step(&[bind("", "q1", &[Some("7")]), execute("", 0), sync()], Ready(1), true),
+        step(&[query("DEALLOCATE q1")], Ready(1), true),
+        step(&[query("EXECUTE q1(5)")], Ready(1), true),
+        step(&[query("DEALLOCATE nope")], Ready(1), true),
+        step(&[query("BEGIN")], Ready(1), true),
+        step(&[query("PREPARE q2 AS SELECT 2")], Ready(1), false),
+        step(&[query("EXECUTE q2")], Ready(1), false),
+        step(&[query("PREPARE q2 AS SELECT 3")], Ready(1), false),
+        step(&[query("EXECUTE q2")], Ready(1), false),
+        step(&[query("ROLLBACK")], Ready(1), true),
+        step(&[query("EXECUTE q2")], Ready(1), true),
+        step(&[query("DEALLOCATE ALL")], Ready(1), true),
+        step(&[query("EXECUTE q2")], Ready(1), true),
     ]
 }
 
@@ -191,6 +209,10 @@ async fn statement_messages_behave_as_on_a_dedicated_server() {
     assert!(expected[8].iter().any(|m| m.starts_with("E 42P05")), "{:?}", expected[8]);
     assert!(expected[10].iter().any(|m| m.starts_with("E 42P05")), "{:?}", expected[10]);
     assert!(expected[11].iter().any(|m| m.starts_with("E 25P02")), "{:?}", expected[11]);
+    assert!(expected[25].iter().any(|m| m.starts_with("E 42P05")), "{:?}", expected[25]);
+    assert!(expected[29].iter().any(|m| m.starts_with("E 26000")), "{:?}", expected[29]);
+    assert!(expected[34].iter().any(|m| m.starts_with("E 42P05")), "{:?}", expected[34]);
+    assert_eq!(expected[36].last().map(String::as_str), Some("Z I"));
     // One server, so the other client really uses it between the steps; and a server cache
     // of two statements, so statements are closed and parsed again on the way.
     let proxy = TestProxy::start(&transaction_config(&pg, 1).pool("max_prepared_statements = 2")).await;
@@ -306,6 +328,41 @@ async fn a_lone_prepare_is_answered_without_a_server() {
     assert!(got[0].starts_with("E 42601"), "a syntax error comes at once: {got:?}");
     let got = exchange(&mut c, &[raw::parse("m", "SELECT 1"), raw::sync()].concat(), Until::Ready(1)).await;
     assert!(got[0].starts_with("E 42P05"), "a name in use is refused at once: {got:?}");
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+/// SQL `PREPARE`/`EXECUTE`/`DEALLOCATE` from 50 clients on 3 servers: each client's name
+/// means its own statement, and nothing pins a client to a server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_prepare_execute_deallocate_need_no_dedicated_server() {
+    const CLIENTS: usize = 50;
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 3)).await;
+    let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+    let tasks = (0..CLIENTS).map(|i| {
+        let conninfo = conninfo.clone();
+        async move {
+            let client = connect(&conninfo).await.unwrap();
+            for round in 0..3 {
+                client.batch_execute(&format!("PREPARE p(int) AS SELECT {i} + $1 + {round}")).await.unwrap();
+                for n in 0..20 {
+                    let rows = client.simple_query(&format!("EXECUTE p({n})")).await.unwrap();
+                    let value = rows.iter().find_map(|m| match m {
+                        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+                        _ => None,
+                    });
+                    assert_eq!(value, Some((i + n + round).to_string()), "client {i}");
+                }
+                client.batch_execute("DEALLOCATE p").await.unwrap();
+            }
+        }
+    });
+    join_all(tasks).await;
+    let pool = proxy.app.pools.all().pop().unwrap();
+    let pins: u64 = pool.stats.pins.iter().map(|p| p.load(std::sync::atomic::Ordering::Relaxed)).sum();
+    assert_eq!(pins, 0, "no client was pinned");
+    assert!(pool.server_count() <= 3);
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }

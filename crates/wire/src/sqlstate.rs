@@ -23,8 +23,10 @@ impl SqlState {
     pub const UNDEFINED_OBJECT: Self = Self("42704");
     pub const CONFIG_FILE_ERROR: Self = Self("F0000");
     pub const IDLE_SESSION_TIMEOUT: Self = Self("57P05");
+    pub const IDLE_IN_TRANSACTION_SESSION_TIMEOUT: Self = Self("25P03");
     pub const INVALID_SQL_STATEMENT_NAME: Self = Self("26000");
     pub const DUPLICATE_PREPARED_STATEMENT: Self = Self("42P05");
+    pub const IN_FAILED_SQL_TRANSACTION: Self = Self("25P02");
 
     pub fn code(self) -> &'static str {
         self.0

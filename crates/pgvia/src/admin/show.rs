@@ -373,6 +373,20 @@ fn config_rows(c: &Config) -> Vec<(String, String, String, bool)> {
         ("pool.checkout_timeout", dur(p.checkout_timeout), dur(pd.checkout_timeout), true),
         ("pool.idle_timeout", dur(p.idle_timeout), dur(pd.idle_timeout), true),
         ("pool.max_lifetime", dur(p.max_lifetime), dur(pd.max_lifetime), true),
+        ("pool.client_idle_timeout", dur(p.client_idle_timeout), dur(pd.client_idle_timeout), true),
+        (
+            "pool.idle_in_transaction_timeout",
+            dur(p.idle_in_transaction_timeout),
+            dur(pd.idle_in_transaction_timeout),
+            true,
+        ),
+        ("pool.query_timeout", dur(p.query_timeout), dur(pd.query_timeout), true),
+        (
+            "pool.max_prepared_statements",
+            p.max_prepared_statements.to_string(),
+            pd.max_prepared_statements.to_string(),
+            true,
+        ),
     ];
     rows.sort_by_key(|r| r.0);
     rows.into_iter().map(|(k, v, d, c)| (k.to_owned(), v, d, c)).collect()

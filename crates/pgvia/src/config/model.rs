@@ -44,9 +44,9 @@ impl fmt::Display for TlsMode {
 pub enum PoolMode {
     /// When the client disconnects.
     Session,
-    /// At the end of each transaction (not implemented yet).
+    /// At the end of each transaction.
     Transaction,
-    /// After each statement (not implemented yet).
+    /// After each statement; transaction blocks are refused.
     Statement,
 }
 
@@ -246,7 +246,7 @@ impl AnalysisSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PoolDefaults {
-    /// `session`, `transaction` or `statement`; only `session` is implemented. Default `session`.
+    /// `session`, `transaction` or `statement`. Default `transaction`.
     pub pool_mode: PoolMode,
     /// Most server connections per (database, user) pool. Default 20, at least 1.
     pub pool_size: u32,
@@ -263,10 +263,23 @@ pub struct PoolDefaults {
     /// Close a server connection idle for longer than this. Default `"10m"`; `"0s"` = never.
     #[serde(deserialize_with = "values::duration")]
     pub idle_timeout: Duration,
-    /// Close a server connection older than this when it next goes idle. Default `"1h"`;
-    /// `"0s"` = never.
+    /// Close a server connection older than this when it next goes idle. Each connection's
+    /// own limit is drawn between 90% and 100% of it, so servers opened together do not all
+    /// close together. Default `"1h"`; `"0s"` = never.
     #[serde(deserialize_with = "values::duration")]
     pub max_lifetime: Duration,
+    /// Close a client that sends nothing for this long while it is not in a transaction
+    /// (SQLSTATE 57P05). Default `"0s"` = never.
+    #[serde(deserialize_with = "values::duration")]
+    pub client_idle_timeout: Duration,
+    /// Close a client that sends nothing for this long inside a transaction; its transaction
+    /// is rolled back and its server freed (SQLSTATE 25P03). Default `"0s"` = never.
+    #[serde(deserialize_with = "values::duration")]
+    pub idle_in_transaction_timeout: Duration,
+    /// Cancel a request the server has not finished answering after this long; the client
+    /// gets the server's 57014 error. Default `"0s"` = never.
+    #[serde(deserialize_with = "values::duration")]
+    pub query_timeout: Duration,
     /// Transaction and statement mode: most prepared statements one server connection keeps
     /// for clients (least recently used ones are closed past it). Default 200; 0 turns
     /// prepared-statement handling off (statements pass through unchanged, as in session mode).
@@ -276,13 +289,16 @@ pub struct PoolDefaults {
 impl Default for PoolDefaults {
     fn default() -> Self {
         PoolDefaults {
-            pool_mode: PoolMode::Session,
+            pool_mode: PoolMode::Transaction,
             pool_size: 20,
             min_idle: 0,
             connect_timeout: Duration::from_secs(5),
             checkout_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(600),
             max_lifetime: Duration::from_secs(3600),
+            client_idle_timeout: Duration::ZERO,
+            idle_in_transaction_timeout: Duration::ZERO,
+            query_timeout: Duration::ZERO,
             max_prepared_statements: 200,
         }
     }
@@ -327,6 +343,15 @@ pub struct Database {
     /// Overrides `[pool] max_lifetime` for this database.
     #[serde(default, deserialize_with = "values::opt_duration")]
     pub max_lifetime: Option<Duration>,
+    /// Overrides `[pool]` `client_idle_timeout` for this database.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub client_idle_timeout: Option<Duration>,
+    /// Overrides `[pool]` `idle_in_transaction_timeout` for this database.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub idle_in_transaction_timeout: Option<Duration>,
+    /// Overrides `[pool]` `query_timeout` for this database.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub query_timeout: Option<Duration>,
     /// Overrides `[pool] max_prepared_statements` for this database.
     #[serde(default)]
     pub max_prepared_statements: Option<u32>,
@@ -363,6 +388,10 @@ pub struct User {
     /// that is plaintext. Use [`User::password_for_server`].
     #[serde(default)]
     pub server_password: Option<String>,
+    /// Most clients logged in as this user at once, over all databases. Default: no limit
+    /// but the process-wide and per-database ones.
+    #[serde(default)]
+    pub max_client_connections: Option<u32>,
     /// Overrides the database's and `[pool]`'s `pool_mode` for this user.
     #[serde(default)]
     pub pool_mode: Option<PoolMode>,
@@ -384,6 +413,15 @@ pub struct User {
     /// Overrides the database's and `[pool]`'s `max_lifetime` for this user.
     #[serde(default, deserialize_with = "values::opt_duration")]
     pub max_lifetime: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `client_idle_timeout` for this user.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub client_idle_timeout: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `idle_in_transaction_timeout` for this user.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub idle_in_transaction_timeout: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `query_timeout` for this user.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub query_timeout: Option<Duration>,
     /// Overrides the database's and `[pool]`'s `max_prepared_statements` for this user.
     #[serde(default)]
     pub max_prepared_statements: Option<u32>,
@@ -444,8 +482,15 @@ pub struct PoolSettings {
     pub checkout_timeout: Duration,
     /// Idle time after which a server connection is closed; zero means never.
     pub idle_timeout: Duration,
-    /// Age after which a server connection is closed when next idle; zero means never.
+    /// Age after which a server connection is closed when next idle (less a per-connection
+    /// jitter of up to 10%); zero means never.
     pub max_lifetime: Duration,
+    /// How long a client outside a transaction may stay silent; zero means forever.
+    pub client_idle_timeout: Duration,
+    /// How long a client inside a transaction may stay silent; zero means forever.
+    pub idle_in_transaction_timeout: Duration,
+    /// How long a request may go unanswered before it is cancelled; zero means never.
+    pub query_timeout: Duration,
     /// Prepared statements kept per server connection; zero turns their handling off.
     pub max_prepared_statements: u32,
 }

@@ -5,14 +5,13 @@
 
 use std::time::Duration;
 
-use super::model::{Database, PoolDefaults, PoolMode, PoolSettings, User};
+use super::model::{Database, PoolDefaults, PoolSettings, User};
 
 /// The pool keys one layer sets, plus where that layer sits in the file.
 #[derive(Debug, Clone)]
 pub(crate) struct Layer {
     /// `pool`, `databases[2]` or `users[0]`.
     pub path: String,
-    pub pool_mode: Option<PoolMode>,
     pub pool_size: Option<u32>,
     pub min_idle: Option<u32>,
     pub connect_timeout: Option<Duration>,
@@ -23,7 +22,6 @@ impl Layer {
     pub(crate) fn pool(p: &PoolDefaults) -> Layer {
         Layer {
             path: "pool".to_owned(),
-            pool_mode: Some(p.pool_mode),
             pool_size: Some(p.pool_size),
             min_idle: Some(p.min_idle),
             connect_timeout: Some(p.connect_timeout),
@@ -34,7 +32,6 @@ impl Layer {
     pub(crate) fn database(index: usize, d: &Database) -> Layer {
         Layer {
             path: format!("databases[{index}]"),
-            pool_mode: d.pool_mode,
             pool_size: d.pool_size,
             min_idle: d.min_idle,
             connect_timeout: d.connect_timeout,
@@ -45,7 +42,6 @@ impl Layer {
     pub(crate) fn user(index: usize, u: &User) -> Layer {
         Layer {
             path: format!("users[{index}]"),
-            pool_mode: u.pool_mode,
             pool_size: u.pool_size,
             min_idle: u.min_idle,
             connect_timeout: u.connect_timeout,
@@ -77,6 +73,13 @@ pub(crate) fn pool_settings(pool: &PoolDefaults, db: &Database, user: &User) -> 
         checkout_timeout: or(user.checkout_timeout, db.checkout_timeout, pool.checkout_timeout),
         idle_timeout: or(user.idle_timeout, db.idle_timeout, pool.idle_timeout),
         max_lifetime: or(user.max_lifetime, db.max_lifetime, pool.max_lifetime),
+        client_idle_timeout: or(user.client_idle_timeout, db.client_idle_timeout, pool.client_idle_timeout),
+        idle_in_transaction_timeout: or(
+            user.idle_in_transaction_timeout,
+            db.idle_in_transaction_timeout,
+            pool.idle_in_transaction_timeout,
+        ),
+        query_timeout: or(user.query_timeout, db.query_timeout, pool.query_timeout),
         max_prepared_statements: or(
             user.max_prepared_statements,
             db.max_prepared_statements,

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::error::Problem;
-use super::model::{AuthMethod, Config, PasswordFormat, PoolMode, TlsMode, User};
+use super::model::{AuthMethod, Config, PasswordFormat, TlsMode, User};
 use super::resolve::{Layer, Stack};
 
 /// `host:port`, with the port a number and the host not empty (`[::1]:9930` for IPv6).
@@ -95,12 +95,6 @@ impl Validator {
     /// Checks on the pool keys a layer sets itself.
     fn layer(&mut self, layer: &Layer) {
         let at = |key: &str| format!("{}.{key}", layer.path);
-        if let Some(mode) = layer.pool_mode.filter(|m| *m == PoolMode::Statement) {
-            self.report(
-                at("pool_mode"),
-                format!("pool_mode \"{mode}\" is not implemented yet; use \"transaction\" or \"session\""),
-            );
-        }
         if layer.pool_size == Some(0) {
             self.report(at("pool_size"), "must be at least 1");
         }
@@ -152,6 +146,9 @@ impl Validator {
         let mut general_cleartext_reported = false;
         for (i, user) in config.users.iter().enumerate() {
             self.name(&format!("users[{i}].name"), &user.name, "user", &mut seen);
+            if user.max_client_connections == Some(0) {
+                self.report(format!("users[{i}].max_client_connections"), "must be at least 1");
+            }
             let inherited = user.auth_method.is_none();
             let method = user.auth_method.unwrap_or(config.general.auth_method);
             let method_path =

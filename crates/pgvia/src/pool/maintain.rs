@@ -1,4 +1,5 @@
-//! The per-pool maintenance task: retire idle servers past `idle_timeout` or `max_lifetime`,
+//! The per-pool maintenance task: retire idle servers past `idle_timeout` or `max_lifetime`
+//! (with per-connection jitter),
 //! and keep `min_idle` servers open.
 
 use std::sync::atomic::Ordering;
@@ -6,6 +7,7 @@ use std::sync::Weak;
 use std::time::Duration;
 
 use super::Pool;
+use crate::server::ServerConn;
 
 const TICK: Duration = Duration::from_secs(1);
 
@@ -25,6 +27,27 @@ pub(super) fn spawn(pool: Weak<Pool>) {
     });
 }
 
+/// Whether a server has lived past its own share of `max_lifetime`: between 90% and 100% of
+/// it, picked by the connection's id, so servers opened in one burst (at start-up, after a
+/// failover) are replaced over a spread of time instead of all at once.
+pub(super) fn past_lifetime(lifetime: Duration, conn: &ServerConn) -> bool {
+    if lifetime.is_zero() {
+        return false;
+    }
+    let own = lifetime - lifetime * jitter_permille(conn.id) / 1000;
+    conn.created.elapsed() >= own
+}
+
+/// 0..=100 thousandths (up to 10% in steps of 0.1%), spread evenly over sequential ids by a
+/// splitmix64 mix.
+fn jitter_permille(id: u64) -> u32 {
+    let mut z = id.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z % 101) as u32
+}
+
 fn retire(pool: &Pool) {
     let idle_timeout = pool.settings.idle_timeout;
     let lifetime = pool.settings.max_lifetime;
@@ -36,7 +59,7 @@ fn retire(pool: &Pool) {
         let mut i = 0;
         while i < idle.len() {
             let c = &idle[i];
-            let too_old = !lifetime.is_zero() && c.created.elapsed() >= lifetime;
+            let too_old = past_lifetime(lifetime, c);
             let too_idle =
                 !idle_timeout.is_zero() && c.last_used.elapsed() >= idle_timeout && idle.len() > keep;
             if too_old || too_idle {
@@ -64,5 +87,16 @@ async fn fill_min_idle(pool: &Pool) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn jitter_spreads_lifetimes_over_the_last_tenth() {
+        let values: Vec<u32> = (1..=200).map(super::jitter_permille).collect();
+        assert!(values.iter().all(|&p| p <= 100));
+        let distinct: std::collections::HashSet<_> = values.iter().collect();
+        assert!(distinct.len() > 50, "ids 1..=200 give {} distinct jitters", distinct.len());
     }
 }

@@ -364,8 +364,7 @@ impl Pool {
             self.close_conn(conn, "pool reconnected or replaced");
             return;
         }
-        let lifetime = self.settings.max_lifetime;
-        if !lifetime.is_zero() && conn.created.elapsed() >= lifetime {
+        if maintain::past_lifetime(self.settings.max_lifetime, &conn) {
             self.close_conn(conn, "reached max_lifetime");
             return;
         }

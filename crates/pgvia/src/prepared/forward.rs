@@ -10,12 +10,16 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use wire::build::{self, ErrorFields};
-use wire::frontend::{tag, Parse};
+use wire::frontend::{tag, Oids, Parse};
 use wire::sqlstate::SqlState;
 
 use super::ServerStatements;
+use std::ops::Range;
+
+use super::sql::{with_name, SQL_PREPARE_KEY};
 use super::{ClientEffect, ClientStatements, ServerEffect, Statement};
-use crate::server::tracker::{Pending, Replies, ReplyTracker, Request};
+use crate::server::tracker::{Answer, Pending, Replies, ReplyTracker, Request};
+use wire::backend::TransactionStatus;
 
 /// What of a server connection statement handling needs (no socket: testable alone).
 pub struct ServerSide<'a> {
@@ -167,6 +171,108 @@ impl Forward<'_> {
         self.server.statements.clear();
     }
 
+    /// SQL `PREPARE`, the client's name at `span` in `sql`: recorded under the client's
+    /// name, made on the server under pgvia's unless the server has it already (then pgvia
+    /// answers).
+    pub fn prepare_sql(&mut self, run: &[u8], sql: &str, name: &str, span: Range<usize>) -> Sent {
+        if self.server.tracker.is_skipping() {
+            self.server.tracker.client_sent(tag::QUERY, &[]);
+            return Sent::AsIs;
+        }
+        let key = format!("{SQL_PREPARE_KEY}{}", &sql[span.end..]);
+        let analyzer = self.analyzer;
+        let stmt = self.client.resolve(&key, Oids::new(&[]), || analyzer.analyze(sql, &[]));
+        let prev = match self.client.bind_name(name, stmt.clone()) {
+            Ok(prev) => prev,
+            Err(super::DuplicateName) => {
+                let message = format!("prepared statement \"{name}\" already exists");
+                fail_query(&mut self.server, self.out, run, &message);
+                return Sent::Replaced;
+            }
+        };
+        let client_effect = Some(ClientEffect::Bound { name: name.into(), prev });
+        self.out.extend_from_slice(run);
+        if self.server.statements.holds(&stmt) {
+            self.client.registry().stats.parses_skipped.fetch_add(1, Ordering::Relaxed);
+            self.server.tracker.push(Pending {
+                request: Request::AnsweredCommand("PREPARE"),
+                replies: Replies::Forward,
+                server_effect: None,
+                client_effect,
+            });
+            return Sent::Replaced;
+        }
+        evict_for(&mut self.server, self.out, &stmt);
+        send_query(&mut self.server, self.out, &stmt.sql_prepare().unwrap_or_default());
+        self.server.tracker.push(Pending {
+            request: Request::Query,
+            replies: Replies::Forward,
+            server_effect: Some(ServerEffect::Prepared(stmt.id)),
+            client_effect,
+        });
+        Sent::Replaced
+    }
+
+    /// SQL `EXECUTE` of a statement the client prepared: renamed, with the statement made on
+    /// the server first if it lacks it.
+    pub fn execute_sql(&mut self, run: &[u8], sql: &str, name: &str, span: Range<usize>) -> Sent {
+        let registry = self.client.registry();
+        let server = &mut self.server;
+        let stmt = match self.client.get(name) {
+            Some(s) if !server.tracker.is_skipping() => s,
+            _ => {
+                server.tracker.client_sent(tag::QUERY, &[]);
+                return Sent::AsIs;
+            }
+        };
+        self.out.extend_from_slice(run);
+        if !server.statements.holds(stmt) {
+            evict_for(server, self.out, stmt);
+            inject_parse(
+                server,
+                self.out,
+                registry,
+                stmt,
+                stmt.server_name_cstr(),
+                ServerEffect::Prepared(stmt.id),
+            );
+        }
+        send_query(server, self.out, &with_name(sql, &span, stmt.server_name()));
+        server.tracker.push(Pending::plain(Request::Query));
+        Sent::Replaced
+    }
+
+    /// SQL `DEALLOCATE name` (or `ALL` when `None`): only the client's names go; the server
+    /// keeps its statements for other clients, and pgvia answers.
+    pub fn deallocate_sql(&mut self, run: &[u8], name: Option<&str>) -> Sent {
+        if self.server.tracker.is_skipping() {
+            self.server.tracker.client_sent(tag::QUERY, &[]);
+            return Sent::AsIs;
+        }
+        let (tag, client_effect) = match name {
+            None => {
+                self.client.clear();
+                ("DEALLOCATE ALL", None)
+            }
+            Some(name) => match self.client.unbind(name) {
+                Some(stmt) => ("DEALLOCATE", Some(ClientEffect::Closed { name: name.into(), stmt })),
+                // The server reports the unknown name as PostgreSQL would.
+                None => {
+                    self.server.tracker.client_sent(tag::QUERY, &[]);
+                    return Sent::AsIs;
+                }
+            },
+        };
+        self.out.extend_from_slice(run);
+        self.server.tracker.push(Pending {
+            request: Request::AnsweredCommand(tag),
+            replies: Replies::Forward,
+            server_effect: None,
+            client_effect,
+        });
+        Sent::Replaced
+    }
+
     /// Sends a message that uses a statement: as it came when the statement is the server's
     /// unnamed one already, otherwise with the statement parsed first and, for a named one,
     /// renamed by `rename`. Borrows the statement from the client's map (no reference count
@@ -242,10 +348,19 @@ fn inject_parse(
     name_cstr: &[u8],
     effect: ServerEffect,
 ) {
-    stmt.write_parse(out, name_cstr);
     registry.stats.injected_parses.fetch_add(1, Ordering::Relaxed);
+    let request = match stmt.sql_prepare() {
+        Some(prepare) => {
+            send_query(server, out, &prepare);
+            Request::Query
+        }
+        None => {
+            stmt.write_parse(out, name_cstr);
+            Request::Parse
+        }
+    };
     server.tracker.push(Pending {
-        request: Request::Parse,
+        request,
         replies: Replies::DropSuccess,
         server_effect: Some(effect),
         client_effect: None,
@@ -264,6 +379,27 @@ fn evict_for(server: &mut ServerSide<'_>, out: &mut BytesMut, stmt: &Arc<Stateme
         request: Request::Close,
         replies: Replies::DropSuccess,
         server_effect: Some(ServerEffect::Evicted(evicted)),
+        client_effect: None,
+    });
+}
+
+/// Writes a simple query of pgvia's; like any simple query, it replaces the server's
+/// unnamed statement.
+fn send_query(server: &mut ServerSide<'_>, out: &mut BytesMut, sql: &str) {
+    build::query(out, sql);
+    server.statements.unnamed = None;
+}
+
+/// As [`fail`], for a simple query: a `DEALLOCATE` of a name no statement has.
+fn fail_query(server: &mut ServerSide<'_>, out: &mut BytesMut, run: &[u8], message: &str) {
+    out.extend_from_slice(run);
+    send_query(server, out, "DEALLOCATE pgvia_0");
+    let mut error = BytesMut::new();
+    ErrorFields::error(SqlState::DUPLICATE_PREPARED_STATEMENT, message).write(&mut error);
+    server.tracker.push(Pending {
+        request: Request::Query,
+        replies: Replies::ReplaceError(Bytes::from(error)),
+        server_effect: None,
         client_effect: None,
     });
 }
@@ -291,7 +427,18 @@ fn memchr(b: &[u8]) -> Option<usize> {
     b.iter().position(|&c| c == 0)
 }
 
-/// An empty-bodied reply pgvia gives in the server's place (ParseComplete, CloseComplete).
-pub fn write_answer(out: &mut BytesMut, tag: u8) {
-    build::frame(out, tag, |_| {});
+/// A reply pgvia gives in the server's place.
+pub fn write_answer(out: &mut BytesMut, answer: Answer) {
+    match answer {
+        Answer::Empty(tag) => build::frame(out, tag, |_| {}),
+        Answer::Command(_, TransactionStatus::Failed) => {
+            let message = "current transaction is aborted, commands ignored until end of transaction block";
+            ErrorFields::error(SqlState::IN_FAILED_SQL_TRANSACTION, message).write(out);
+            build::ready_for_query(out, TransactionStatus::Failed.as_byte());
+        }
+        Answer::Command(tag, status) => {
+            build::command_complete(out, tag);
+            build::ready_for_query(out, status.as_byte());
+        }
+    }
 }

@@ -14,6 +14,7 @@ mod client;
 pub mod forward;
 mod registry;
 mod server;
+pub mod sql;
 #[cfg(test)]
 mod tests;
 

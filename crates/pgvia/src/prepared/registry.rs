@@ -76,6 +76,19 @@ impl Statement {
         }
     }
 
+    /// Whether the statement was made by SQL `PREPARE` (its registry text is
+    /// [`super::sql::SQL_PREPARE_KEY`] followed by what came after the client's name).
+    pub fn is_sql(&self) -> bool {
+        self.query.starts_with(super::sql::SQL_PREPARE_KEY)
+    }
+
+    /// For a statement made by SQL `PREPARE`: the query that makes it on a server under
+    /// pgvia's name.
+    pub fn sql_prepare(&self) -> Option<String> {
+        let rest = self.query.strip_prefix(super::sql::SQL_PREPARE_KEY)?;
+        Some(format!("PREPARE {}{rest}", self.server_name()))
+    }
+
     pub fn client_refs(&self) -> u64 {
         self.refs.load(Ordering::Relaxed) & (SERVER_REF - 1)
     }

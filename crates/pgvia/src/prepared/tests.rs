@@ -203,7 +203,8 @@ impl Rig {
             };
             let (_, fate) = self.tracker.server_sent(tag, body);
             seen.push(format!("{}{}", char::from(tag), if fate == Fate::Drop { "-" } else { "" }));
-            while let Some(t) = self.tracker.take_answered() {
+            while let Some(answer) = self.tracker.take_answered() {
+                let crate::server::tracker::Answer::Empty(t) = answer else { panic!("{answer:?}") };
                 seen.push(format!("{}*", char::from(t)));
             }
             settle(self.tracker.take_finished(), &mut self.statements, Some(&mut self.client));

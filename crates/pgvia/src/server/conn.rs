@@ -204,6 +204,8 @@ impl ServerConn {
         let mut out = BytesMut::new();
         for q in queries {
             build::query(&mut out, q);
+            // A simple query replaces the unnamed statement.
+            self.statements.unnamed = None;
             self.tracker.client_sent(b'Q', &[]);
         }
         self.write_all(&out).await

@@ -59,11 +59,24 @@ pub enum Request {
     /// Never sent: pgvia answers with this message (an empty-bodied one such as
     /// ParseComplete or CloseComplete) when everything before it has been answered.
     Answered(u8),
+    /// Never sent: a simple query pgvia answers with CommandComplete carrying this tag and
+    /// ReadyForQuery (SQL-level `PREPARE`/`DEALLOCATE` of statements the server keeps).
+    AnsweredCommand(&'static str),
+}
+
+/// A reply pgvia gives in the server's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// An empty-bodied message with this tag.
+    Empty(u8),
+    /// CommandComplete with this tag, then ReadyForQuery with this status (or, in a failed
+    /// transaction, the error PostgreSQL gives every command there).
+    Command(&'static str, TransactionStatus),
 }
 
 impl Request {
     fn answered_by_ready(self) -> bool {
-        matches!(self, Request::Query | Request::Sync | Request::FunctionCall)
+        matches!(self, Request::Query | Request::Sync | Request::FunctionCall | Request::AnsweredCommand(_))
     }
 
     /// The request a frontend message makes, if it earns any reply. `body` is read only for
@@ -91,8 +104,9 @@ pub enum Replies {
     /// Passed on to the client.
     #[default]
     Forward,
-    /// pgvia injected the request: its success is dropped, an error is passed on (the client
-    /// must learn why its own message failed).
+    /// pgvia injected the request: its success is dropped (for a query, everything up to and
+    /// including its ReadyForQuery), an error is passed on (the client must learn why its own
+    /// message failed).
     DropSuccess,
     /// pgvia injected the request and the client was already answered: everything is dropped.
     DropAll,
@@ -217,23 +231,25 @@ impl ReplyTracker {
     }
 
     /// The reply pgvia must give now because every request before it has been answered.
-    pub fn take_answered(&mut self) -> Option<u8> {
-        match self.queue.front() {
-            Some(Pending { request: Request::Answered(tag), .. }) => {
-                let tag = *tag;
-                if let Some(p) = self.queue.pop_front() {
-                    self.settle(p, true);
-                }
-                Some(tag)
-            }
-            _ => None,
+    pub fn take_answered(&mut self) -> Option<Answer> {
+        let answer = match self.queue.front()?.request {
+            Request::Answered(tag) => Answer::Empty(tag),
+            Request::AnsweredCommand(tag) => Answer::Command(tag, self.tx),
+            _ => return None,
+        };
+        if let Some(p) = self.queue.pop_front() {
+            // A command in a failed transaction is refused, and so changes nothing.
+            let ok = !matches!(answer, Answer::Command(_, TransactionStatus::Failed));
+            self.settle(p, ok);
         }
+        Some(answer)
     }
 
     /// The fate of a frame that belongs to the oldest request without completing it.
     fn within(&self) -> Fate {
         match self.queue.front() {
             Some(Pending { replies: Replies::DropAll, .. }) => Fate::Drop,
+            Some(Pending { request: Request::Query, replies: Replies::DropSuccess, .. }) => Fate::Drop,
             _ => Fate::Forward,
         }
     }
@@ -303,7 +319,10 @@ impl ReplyTracker {
         loop {
             match self.queue.pop_front() {
                 Some(p) if p.request.answered_by_ready() => {
-                    let fate = if p.replies == Replies::DropAll { Fate::Drop } else { Fate::Forward };
+                    let fate = match p.replies {
+                        Replies::DropAll | Replies::DropSuccess => Fate::Drop,
+                        _ => Fate::Forward,
+                    };
                     self.settle(p, true);
                     self.skipping = false;
                     let quiescent = self.queue.is_empty();
@@ -324,8 +343,15 @@ impl ReplyTracker {
         let front = self.queue.front().map(|p| p.request);
         match front {
             None | Some(Request::Query | Request::FunctionCall | Request::Sync) => {
-                let fate = match self.queue.front() {
+                let fate = match self.queue.front_mut() {
                     Some(Pending { replies: Replies::DropAll, .. }) => Fate::Drop,
+                    Some(p @ Pending { replies: Replies::ReplaceError(_), .. }) => {
+                        // The query failed as intended; what follows it is the client's again.
+                        let Replies::ReplaceError(frame) = std::mem::take(&mut p.replies) else {
+                            return (event, Fate::Forward);
+                        };
+                        Fate::Replace(frame)
+                    }
                     _ => Fate::Forward,
                 };
                 (event, fate)

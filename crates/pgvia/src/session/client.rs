@@ -16,10 +16,13 @@ use super::error::SessionError;
 use super::relay::{self, Buffers, RelayEnd};
 use super::settings;
 use super::state::{self, SessionState};
+use super::statement_mode;
+use super::timeouts::{Timers, Wait};
 use crate::app::{App, Phase};
 use crate::cancel::CancelKey;
 use crate::config::PoolMode;
 use crate::net::ClientStream;
+use crate::notify::Inbox;
 use crate::pool::{Checkout, Pool};
 use crate::prepared::ClientStatements;
 use crate::server::tracker::{Pending, Replies, Request};
@@ -33,6 +36,13 @@ enum Local {
     Begin(&'static str),
     /// `COMMIT`/`ROLLBACK` of a transaction that never needed a server.
     End(&'static str),
+    /// Statement mode: a Query that opens a transaction block.
+    RefuseQuery,
+    /// Statement mode: a Parse that opens a transaction block; what follows up to the Sync is
+    /// discarded.
+    RefuseParse,
+    /// A message after a refused Parse, up to and including the Sync.
+    Discard,
 }
 
 /// Whether a simple query is a lone transaction-control statement that needs no server yet.
@@ -68,6 +78,13 @@ pub struct Session<'a> {
     pub server: Option<Checkout>,
     /// A `BEGIN` answered locally, to be sent ahead of the client's next statement.
     pub deferred_begin: Option<bytes::Bytes>,
+    /// Idle, idle-in-transaction and query time limits.
+    pub timers: Timers,
+    /// Statement mode refused a Parse: the client's messages up to its Sync are discarded.
+    pub discard_until_sync: bool,
+    /// The channels this client listens to through the pool's notification hub, and the
+    /// notifications waiting for it. `None` until its first `LISTEN` in transaction mode.
+    pub inbox: Option<Inbox>,
     /// The client's prepared statements, when the pool follows them across servers.
     pub statements: Option<ClientStatements>,
 }
@@ -131,6 +148,9 @@ impl Session<'_> {
                 analyzer: &self.app.analyzer,
                 state: &mut self.state,
                 pool: &self.pool,
+                refuse_transactions: self.pool.settings.pool_mode == PoolMode::Statement,
+                held: false,
+                open_batch: false,
                 statements: self.statements.as_mut(),
             });
             let end = relay::relay(
@@ -140,6 +160,7 @@ impl Session<'_> {
                 &self.decoder,
                 &mut self.shutdown,
                 tracking,
+                relay::Waits { timers: &mut self.timers, inbox: self.inbox.as_mut() },
             )
             .await;
             match end {
@@ -149,6 +170,12 @@ impl Session<'_> {
                     }
                     if self.state.pins.is_empty() {
                         self.give_back_quiescent().await;
+                    } else if !self.bufs.from_client.is_empty() {
+                        // The relay stopped at a message statement mode refuses; answer it
+                        // here, keeping the pinned server.
+                        if let Some(end) = self.wait_for_work().await {
+                            return end;
+                        }
                     }
                 }
                 other => return other,
@@ -173,7 +200,15 @@ impl Session<'_> {
     /// Waits, holding no server, until the client has sent a whole message that needs one.
     /// Returns `Some` when the session ends instead.
     async fn wait_for_work(&mut self) -> Option<RelayEnd> {
+        let statement_mode = self.pool.settings.pool_mode == PoolMode::Statement;
+        self.timers.restart();
         loop {
+            // A BEGIN answered locally is a transaction as far as the client knows.
+            self.timers.enter(if self.deferred_begin.is_some() {
+                Wait::IdleInTransaction
+            } else {
+                Wait::ClientIdle
+            });
             match self.decoder.peek_len(&self.bufs.from_client) {
                 Ok(Some(len)) => {
                     // Garbage must not cost a server: check the first message before asking
@@ -184,6 +219,15 @@ impl Session<'_> {
                             return Some(RelayEnd::Error(e.into()))
                         }
                         (wire::frontend::tag::TERMINATE, _) => return Some(RelayEnd::ClientDone),
+                        _ if self.discard_until_sync => Some(Local::Discard),
+                        (_, Ok(FrontendMessage::Query { sql })) if statement_mode => {
+                            let analysis = self.app.analyzer.analyze(sql, &[]);
+                            statement_mode::opens_transaction(&analysis).then_some(Local::RefuseQuery)
+                        }
+                        (_, Ok(FrontendMessage::Parse(p))) if statement_mode => {
+                            let analysis = self.app.analyzer.analyze(p.query, &[]);
+                            statement_mode::opens_transaction(&analysis).then_some(Local::RefuseParse)
+                        }
                         (_, Ok(FrontendMessage::Query { sql }))
                             if self.pool.settings.pool_mode != PoolMode::Session =>
                         {
@@ -191,8 +235,7 @@ impl Session<'_> {
                         }
                         _ => None,
                     };
-                    if local.is_none() && frame[0] == wire::frontend::tag::PARSE && self.prepare_locally(len)
-                    {
+                    if local.is_none() && self.answer_statement_command(len) {
                         continue;
                     }
                     let local = local?;
@@ -208,6 +251,7 @@ impl Session<'_> {
             relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
             // Replies of the last transaction may still be on their way to the client.
             let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
+            let mut inbox = self.inbox.as_mut();
             tokio::select! {
                 biased;
                 changed = self.shutdown.changed() => {
@@ -215,9 +259,21 @@ impl Session<'_> {
                         return Some(RelayEnd::Shutdown);
                     }
                 }
+                frame = relay::next_notification(&mut inbox), if inbox.is_some() => {
+                    self.bufs.to_client.extend_from_slice(&frame);
+                    if let Some(inbox) = inbox.as_mut() {
+                        inbox.drain_into(&mut self.bufs.to_client, relay::IDLE_READ * 32);
+                    }
+                }
+                wait = self.timers.expired(), if self.timers.armed() => {
+                    return Some(RelayEnd::Error(self.timers.closing_error(wait)));
+                }
                 r = reader.read_buf(&mut self.bufs.from_client) => match r {
                     Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
-                    Ok(n) => self.bufs.meter.from_client(n),
+                    Ok(n) => {
+                        self.bufs.meter.from_client(n);
+                        self.timers.restart();
+                    }
                 },
                 r = writer.write(&self.bufs.to_client), if !self.bufs.to_client.is_empty() => match r {
                     Ok(n) => {
@@ -232,53 +288,28 @@ impl Session<'_> {
         }
     }
 
-    /// A lone Parse + Sync (libpq's `PQprepare`, pgbench's `-M prepared`) from a client
-    /// outside any transaction only names a statement: pgvia records it and answers, and the
-    /// statement reaches a server when it is first used. Besides saving a round trip, this
-    /// keeps a client that prepares synchronously from waiting for a server that a client
-    /// sharing its thread holds. PostgreSQL's own checks (a missing table, say) then come
-    /// with that first use; a statement PostgreSQL's parser rejects still goes to a server so
-    /// the error comes now, as does a name already in use.
-    fn prepare_locally(&mut self, parse_len: usize) -> bool {
-        let Some(statements) = self.statements.as_mut() else { return false };
-        if self.deferred_begin.is_some() {
-            return false;
-        }
-        let buf = &self.bufs.from_client;
-        let rest = &buf[parse_len..];
-        if rest.len() < 5 || rest[0] != wire::frontend::tag::SYNC || rest[1..5] != [0, 0, 0, 4] {
-            return false;
-        }
-        let Ok(FrontendMessage::Parse(p)) = FrontendMessage::parse_body(buf[0], &buf[5..parse_len]) else {
-            return false;
-        };
-        if p.name.is_empty() || statements.get(p.name).is_some() {
-            return false;
-        }
-        let analyzer = &self.app.analyzer;
-        let stmt = statements.resolve(p.query, p.param_types, || {
-            let oids: Vec<u32> = p.param_types.iter().collect();
-            analyzer.analyze(p.query, &oids)
-        });
-        if stmt.analysis.is_conservative() {
-            statements.release(&stmt);
-            return false;
-        }
-        let analysis = stmt.analysis.clone();
-        if statements.bind_name(p.name, stmt).is_err() {
-            return false;
-        }
-        self.state.observe(&analysis);
-        self.bufs.from_client.advance(parse_len + 5);
-        wire::build::parse_complete(&mut self.bufs.to_client);
-        wire::build::ready_for_query(&mut self.bufs.to_client, TransactionStatus::Idle.as_byte());
-        true
-    }
-
     /// Answers a transaction-control statement without a server (see [`local_answer`]).
     fn answer_locally(&mut self, local: Local, len: usize) {
         let frame = self.bufs.from_client.split_to(len);
+        let out = &mut self.bufs.to_client;
         let (tag, status) = match local {
+            Local::RefuseQuery => {
+                statement_mode::write_refusal(out);
+                wire::build::ready_for_query(out, TransactionStatus::Idle.as_byte());
+                return;
+            }
+            Local::RefuseParse => {
+                statement_mode::write_refusal(out);
+                self.discard_until_sync = true;
+                return;
+            }
+            Local::Discard => {
+                if frame[0] == wire::frontend::tag::SYNC {
+                    self.discard_until_sync = false;
+                    wire::build::ready_for_query(out, TransactionStatus::Idle.as_byte());
+                }
+                return;
+            }
             Local::Begin(tag) => {
                 self.deferred_begin = Some(frame.freeze());
                 (tag, TransactionStatus::InTransaction)
@@ -304,6 +335,8 @@ impl Session<'_> {
             // The client was told its BEGIN succeeded; the server hears it now, first, and
             // its reply is not passed on a second time.
             self.bufs.to_server.extend_from_slice(&begin);
+            // Like any simple query, it replaces the server's unnamed statement.
+            conn.statements.unnamed = None;
             conn.tracker.push(Pending {
                 request: Request::Query,
                 replies: Replies::DropAll,
@@ -329,12 +362,52 @@ impl Session<'_> {
         }
     }
 
+    /// After a transaction that ran `LISTEN` or `UNLISTEN`: applies the `UNLISTEN`s to the
+    /// client's hub subscriptions, subscribes it to what its server now listens to (committed
+    /// `LISTEN`s: PostgreSQL applies them at commit, so the server is the record), waits until
+    /// the hub's connection listens to them, and only then has the server `UNLISTEN *`, so no
+    /// notification committed meanwhile is lost and the server can go back to the pool.
+    async fn move_listens(&mut self) -> Result<(), SessionError> {
+        self.state.listen_changed = false;
+        let unlistens = std::mem::take(&mut self.state.unlistens);
+        let timeout = self.app.config().general.server_reset_timeout;
+        let max_frame = self.app.config().general.max_message_size as usize;
+        let Some(checkout) = self.server.as_mut() else { return Ok(()) };
+        let conn = checkout.conn();
+        let rows = conn.query_rows("SELECT pg_catalog.pg_listening_channels()", timeout).await?;
+        let listening: Vec<String> =
+            rows.into_iter().filter_map(|r| r.into_iter().next().flatten()).collect();
+        if listening.is_empty() && self.inbox.is_none() {
+            return Ok(());
+        }
+        let inbox =
+            self.inbox.get_or_insert_with(|| Inbox::new(self.app.notify.hub_for(&self.pool, max_frame)));
+        for channel in &unlistens {
+            inbox.unlisten(channel.as_deref());
+        }
+        for channel in &listening {
+            if !inbox.listen(channel, timeout).await {
+                tracing::warn!(pool = %self.pool.name, channel, "the LISTEN connection did not confirm in time; notifications may be late or missed");
+            }
+        }
+        if !listening.is_empty() {
+            conn.run_internal(&["UNLISTEN *"], timeout).await?;
+        }
+        if inbox.channels().is_empty() {
+            self.inbox = None;
+        }
+        Ok(())
+    }
+
     /// At the end of a transaction that may have changed the session: reads the settings and
     /// the pins back from the server, restores startup settings a RESET took away, and tells
     /// the client about parameters that changed on the way.
     async fn refresh_state(&mut self) -> Result<(), SessionError> {
         let timeout = self.app.config().general.server_reset_timeout;
         let user = self.pool.key.user.clone();
+        if self.state.listen_changed {
+            self.move_listens().await?;
+        }
         let Some(checkout) = self.server.as_mut() else { return Ok(()) };
         let conn = checkout.conn();
         if self.state.recheck_pins && !self.state.pins.is_empty() {

@@ -6,11 +6,14 @@
 
 mod client;
 mod error;
+mod local;
 mod login;
 mod relay;
 mod settings;
 mod startup;
 mod state;
+mod statement_mode;
+mod timeouts;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -146,6 +149,7 @@ async fn logged_in(
         return Err(SessionError::refused(SqlState::INVALID_PASSWORD, "authentication failed"));
     };
     let _db_slot = app.client_slot(Some(&database.name))?;
+    let _user_slot = app.user_client_slot(&user.name)?;
     build::authentication_ok(out);
     send(stream, out).await?;
 
@@ -169,12 +173,16 @@ async fn logged_in(
     let mut bufs = relay::Buffers::new();
     bufs.meter = crate::stats::Meter::new(info.clone(), config.general.slow_query_threshold);
     bufs.from_client = std::mem::take(buf);
+    let timers = timeouts::Timers::new(&pool.settings);
     let statements = pool.client_statements();
     let mut session = client::Session {
         app,
         client: stream,
         pool,
-        state: state::SessionState::new(identity.settings.clone()),
+        state: state::SessionState {
+            statements_followed: statements.is_some(),
+            ..state::SessionState::new(identity.settings.clone())
+        },
         cancel,
         told,
         bufs,
@@ -182,6 +190,9 @@ async fn logged_in(
         shutdown: info.phase_watch(),
         server: None,
         deferred_begin: None,
+        timers,
+        discard_until_sync: false,
+        inbox: None,
         statements,
     };
     drop(config);

@@ -14,12 +14,14 @@ use wire::FrameDecoder;
 
 use super::error::SessionError;
 use super::state::SessionState;
+use super::timeouts::{Timers, Wait};
 use crate::app::Phase;
 use crate::net::ClientStream;
 use crate::pool::Pool;
 use crate::prepared::forward::{write_answer, Forward, Sent, ServerSide};
+use crate::prepared::sql::SqlStatement;
 use crate::prepared::ClientStatements;
-use crate::server::tracker::Fate;
+use crate::server::tracker::{Answer, Fate};
 use crate::server::{ServerConn, ServerError, ServerEvent};
 use crate::stats::Meter;
 
@@ -71,6 +73,19 @@ pub struct Tracking<'a> {
     pub pool: &'a Pool,
     /// `None` when the pool passes prepared statements through unchanged.
     pub statements: Option<&'a mut ClientStatements>,
+    /// Statement mode: statements that open a transaction block are refused.
+    pub refuse_transactions: bool,
+    /// A refused message waits at the head of the client's buffer (statement_mode.rs).
+    pub held: bool,
+    /// An extended-protocol batch was forwarded and its Sync not yet.
+    pub open_batch: bool,
+}
+
+/// What a relay waits on besides the two sockets: the session's time limits and the
+/// notifications of the channels it listens to.
+pub struct Waits<'a> {
+    pub timers: &'a mut Timers,
+    pub inbox: Option<&'a mut crate::notify::Inbox>,
 }
 
 impl Tracking<'_> {
@@ -85,7 +100,35 @@ impl Tracking<'_> {
 
     /// Whether the server may go back to the pool now, or must at least stop for a check.
     fn may_release(&self) -> bool {
-        self.state.pins.is_empty() || self.state.recheck_pins || self.state.settings_changed
+        self.state.pins.is_empty()
+            || self.state.recheck_pins
+            || self.state.settings_changed
+            || self.state.listen_changed
+    }
+
+    /// Statement mode: whether a Query or Parse opens a transaction block (the analysis is
+    /// cached, so the second look in `send` costs an `Arc` clone).
+    fn refuses(&self, tag: u8, body: &[u8]) -> bool {
+        let analysis = match FrontendMessage::parse_body(tag, body) {
+            Ok(FrontendMessage::Query { sql }) => self.analyzer.analyze(sql, &[]),
+            Ok(FrontendMessage::Parse(p)) => analyze_parse(self.analyzer, &p),
+            _ => return false,
+        };
+        super::statement_mode::opens_transaction(&analysis)
+    }
+
+    /// Statement mode: follows whether an extended-protocol batch is open (sent, not synced).
+    fn note_batch(&mut self, tag: u8) {
+        match tag {
+            frontend::tag::QUERY | frontend::tag::SYNC => self.open_batch = false,
+            frontend::tag::PARSE
+            | frontend::tag::BIND
+            | frontend::tag::DESCRIBE
+            | frontend::tag::EXECUTE
+            | frontend::tag::CLOSE
+            | frontend::tag::FLUSH => self.open_batch = true,
+            _ => {}
+        }
     }
 
     /// Sends one client frame that names a prepared statement, or runs a query; says whether
@@ -121,12 +164,20 @@ impl Tracking<'_> {
             Ok(FrontendMessage::Query { sql }) => {
                 fwd.query();
                 let analysis = self.analyzer.analyze(sql, &[]);
-                if forgets_statements(&analysis) {
-                    fwd.forget_all();
-                }
-                fwd.server.tracker.client_sent(tag, body);
+                let sent = match SqlStatement::of(sql, &analysis) {
+                    Some(SqlStatement::Prepare { name, span }) => fwd.prepare_sql(run, sql, name, span),
+                    Some(SqlStatement::Execute { name, span }) => fwd.execute_sql(run, sql, name, span),
+                    Some(SqlStatement::Deallocate { name }) => fwd.deallocate_sql(run, name),
+                    None => {
+                        if forgets_statements(&analysis) {
+                            fwd.forget_all();
+                        }
+                        fwd.server.tracker.client_sent(tag, body);
+                        Sent::AsIs
+                    }
+                };
                 self.observe(&analysis);
-                Sent::AsIs
+                sent
             }
             _ => {
                 fwd.server.tracker.client_sent(tag, body);
@@ -194,6 +245,8 @@ pub const IDLE_READ: usize = 2 * 1024;
 struct ClientScan {
     terminated: bool,
     error: Option<SessionError>,
+    /// pgvia answered a whole query (ReadyForQuery included) in the server's place.
+    answered_query: bool,
 }
 
 /// Checks the whole client frames read so far and moves them to the server's write buffer,
@@ -209,22 +262,35 @@ fn scan_client(
     let mut pos = 0;
     // Start of the frames not yet moved: runs of frames that go as they came move in one copy.
     let mut run_start = 0;
-    let end = loop {
+    let mut end = loop {
         let len = match decoder.peek_len(&buf[pos..]) {
             Ok(Some(len)) => len,
-            Ok(None) => break ClientScan { terminated: false, error: None },
-            Err(e) => break ClientScan { terminated: false, error: Some(e.into()) },
+            Ok(None) => break ClientScan { terminated: false, error: None, answered_query: false },
+            Err(e) => break ClientScan { terminated: false, error: Some(e.into()), answered_query: false },
         };
         let tag = buf[pos];
         let frame = &buf[pos..pos + len];
         if tag == frontend::tag::TERMINATE {
-            break ClientScan { terminated: true, error: None };
+            break ClientScan { terminated: true, error: None, answered_query: false };
         }
         // CopyData bodies are opaque; every other message is checked before a server sees it.
         if tag != frontend::tag::COPY_DATA {
             if let Err(e) = FrontendMessage::parse_body(tag, &frame[5..]) {
-                break ClientScan { terminated: false, error: Some(e.into()) };
+                break ClientScan { terminated: false, error: Some(e.into()), answered_query: false };
             }
+        }
+        if let Some(t) = tracking.as_deref_mut().filter(|t| t.refuse_transactions) {
+            if matches!(tag, b'P' | b'Q') && t.refuses(tag, &frame[5..]) {
+                // Refused in statement mode: answered in order once the server is done, or,
+                // inside an unsynced batch the server already has part of, not at all.
+                if t.open_batch {
+                    let error = Some(super::statement_mode::fatal_refusal());
+                    break ClientScan { terminated: false, error, answered_query: false };
+                }
+                t.held = true;
+                break ClientScan { terminated: false, error: None, answered_query: false };
+            }
+            t.note_batch(tag);
         }
         let sent = match tracking.as_deref_mut() {
             Some(t) if matches!(tag, b'P' | b'B' | b'D' | b'C' | b'Q') => {
@@ -247,16 +313,20 @@ fn scan_client(
         to_server.extend_from_slice(&from_client[run_start..pos]);
         from_client.advance(pos);
     }
-    answer_in_servers_place(server, to_client);
+    end.answered_query = answer_in_servers_place(server, to_client);
     server.settle_statements(tracking.and_then(|t| t.statements.as_deref_mut()));
     end
 }
 
 /// Gives the replies pgvia owes in the server's place whose turn has come.
-fn answer_in_servers_place(server: &mut ServerConn, to_client: &mut BytesMut) {
-    while let Some(tag) = server.tracker.take_answered() {
-        write_answer(to_client, tag);
+/// Returns whether the last of them answered a whole query.
+fn answer_in_servers_place(server: &mut ServerConn, to_client: &mut BytesMut) -> bool {
+    let mut whole_query = false;
+    while let Some(answer) = server.tracker.take_answered() {
+        whole_query = matches!(answer, Answer::Command(..));
+        write_answer(to_client, answer);
     }
+    whole_query
 }
 
 /// What a batch of server bytes held.
@@ -335,8 +405,8 @@ fn scan_server(
                 run_start = pos;
             }
         }
-        if let Some(tag) = answered {
-            write_answer(to_client, tag);
+        if let Some(answer) = answered {
+            write_answer(to_client, answer);
             answer_in_servers_place(server, to_client);
         }
     }
@@ -362,9 +432,24 @@ async fn take_client_frames(
     }
     server.dirty = true;
     bufs.meter.request(&bufs.from_client);
-    let scan = scan_client(bufs, decoder, server, tracking);
+    let mut tracking = tracking;
+    let scan = scan_client(bufs, decoder, server, tracking.as_deref_mut());
+    let releasable = tracking.as_ref().is_some_and(|t| t.may_release());
+    if tracking.as_ref().is_some_and(|t| t.held) && bufs.to_server.is_empty() && !server.tracker.has_pending()
+    {
+        // Statement mode stopped at a refused message and the server owes nothing more: the
+        // refusal is answered now (client.rs). A transaction open on the server (SQL the
+        // analysis could not read began one) would never end by itself.
+        if !server.tracker.is_quiescent() {
+            return Some(RelayEnd::Error(super::statement_mode::fatal_refusal()));
+        }
+        return Some(RelayEnd::Quiescent);
+    }
     if !scan.terminated && scan.error.is_none() {
-        return None;
+        // pgvia answered the client's query itself and the server owes nothing: it can go
+        // back now rather than wait for the client's next message.
+        let done = server.tracker.is_quiescent() && bufs.to_server.is_empty() && bufs.from_client.is_empty();
+        return (releasable && scan.answered_query && done).then_some(RelayEnd::Quiescent);
     }
     // Whatever came before the end is forwarded; the reset that follows collects the replies.
     if let Err(e) = server.stream.write_all(&bufs.to_server).await {
@@ -387,7 +472,9 @@ pub async fn relay(
     decoder: &FrameDecoder,
     shutdown: &mut watch::Receiver<Phase>,
     mut tracking: Option<Tracking<'_>>,
+    waits: Waits<'_>,
 ) -> RelayEnd {
+    let Waits { timers, mut inbox } = waits;
     let mut draining = *shutdown.borrow() != Phase::Running;
     let mut server_fatal = false;
     // The client may have sent more than the message that got it this server.
@@ -400,6 +487,7 @@ pub async fn relay(
         {
             return RelayEnd::Shutdown;
         }
+        timers.enter(Wait::holding(server));
         ensure_room(&mut server.read_buf, RELAY_READ);
         ensure_room(&mut bufs.from_client, RELAY_READ);
         // Borrow the socket halves and the server's fields separately so one select can wait
@@ -412,6 +500,21 @@ pub async fn relay(
                     return RelayEnd::Shutdown;
                 }
                 draining = true;
+            }
+            // Notifications from the pool's LISTEN connection; to_client holds whole frames
+            // only, so each lands between two messages of the server's.
+            frame = next_notification(&mut inbox), if inbox.is_some() && bufs.to_client.len() < HIGH_WATER => {
+                bufs.to_client.extend_from_slice(&frame);
+                if let Some(inbox) = inbox.as_mut() {
+                    inbox.drain_into(&mut bufs.to_client, HIGH_WATER);
+                }
+            }
+            wait = timers.expired(), if timers.armed() => {
+                if wait != Wait::Server {
+                    return RelayEnd::Error(timers.closing_error(wait));
+                }
+                // to_client holds whole frames only, so the warning lands between messages.
+                timers.cancel_request(server, &mut bufs.to_client);
             }
             r = sr.read_buf(&mut server.read_buf), if bufs.to_client.len() < HIGH_WATER => {
                 match r {
@@ -437,7 +540,10 @@ pub async fn relay(
                 }
                 let releasable = tracking.as_ref().is_some_and(Tracking::may_release);
                 // Every Sync the client sent is answered and nothing of its is half-received.
-                let done = server.tracker.is_quiescent() && bufs.to_server.is_empty() && bufs.from_client.is_empty();
+                let held = tracking.as_ref().is_some_and(|t| t.held);
+                let done = server.tracker.is_quiescent()
+                    && bufs.to_server.is_empty()
+                    && (bufs.from_client.is_empty() || held);
                 if releasable && scan.ready && done {
                     return RelayEnd::Quiescent;
                 }
@@ -472,5 +578,13 @@ pub async fn relay(
                 }
             }
         }
+    }
+}
+
+/// The next notification for a session that listens; pending forever for one that does not.
+pub async fn next_notification(inbox: &mut Option<&mut crate::notify::Inbox>) -> bytes::Bytes {
+    match inbox {
+        Some(inbox) => inbox.next().await,
+        None => std::future::pending().await,
     }
 }

@@ -91,6 +91,14 @@ pub struct SessionState {
     pub pins: Pins,
     /// A statement may have released a pin: ask the server what is still held.
     pub recheck_pins: bool,
+    /// A `LISTEN` or `UNLISTEN` ran: when the transaction is over, what the server listens to
+    /// moves to the pool's notification hub (crate::notify).
+    pub listen_changed: bool,
+    /// Channels `UNLISTEN`ed since the last move (`None`: `UNLISTEN *`), in order.
+    pub unlistens: Vec<Option<String>>,
+    /// pgvia follows the client's prepared statements across servers (transaction mode), so
+    /// SQL `PREPARE` needs no dedicated server.
+    pub statements_followed: bool,
 }
 
 impl SessionState {
@@ -132,13 +140,18 @@ impl SessionState {
             }
             SessionEffect::AdvisoryLock { scope: LockScope::Session, .. } => self.recheck_pins = true,
             SessionEffect::AdvisoryLock { .. } => {}
-            SessionEffect::Listen { .. } => self.pins.insert(Listen),
-            SessionEffect::Unlisten { .. } => self.recheck_pins = true,
+            // LISTEN does not pin: its channels move to the notification hub.
+            SessionEffect::Listen { .. } => self.listen_changed = true,
+            SessionEffect::Unlisten { channel } => {
+                self.listen_changed = true;
+                self.unlistens.push(channel.map(str::to_owned));
+            }
             SessionEffect::TempTable { on_commit_drop: false, .. } => self.pins.insert(TempTable),
             SessionEffect::TempTable { .. } => {}
             SessionEffect::HoldCursor { .. } => self.pins.insert(HoldCursor),
             SessionEffect::CloseCursor { .. } => self.recheck_pins = true,
-            SessionEffect::Prepare { .. } => self.pins.insert(SqlPrepare),
+            SessionEffect::Prepare { .. } if !self.statements_followed => self.pins.insert(SqlPrepare),
+            SessionEffect::Prepare { .. } => {}
             SessionEffect::Deallocate { .. } => self.recheck_pins = true,
             SessionEffect::Discard(DiscardTarget::All) => {
                 self.settings_changed = true;
@@ -201,7 +214,7 @@ pub fn pin_check_query(pool_user: &str) -> String {
          EXISTS (SELECT 1 FROM pg_catalog.pg_listening_channels()), \
          EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = pg_catalog.pg_my_temp_schema()), \
          EXISTS (SELECT 1 FROM pg_catalog.pg_cursors WHERE is_holdable), \
-         EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements WHERE from_sql), \
+         EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements WHERE from_sql AND name NOT LIKE 'pgvia\\_%'), \
          (current_user <> session_user OR session_user <> '{user}')"
     );
     sql
@@ -237,7 +250,9 @@ mod tests {
         s.set_checked_pins(&[(PinReason::AdvisoryLock, false)]);
         assert!(s.pins.is_empty());
         s.observe(&analyze("LISTEN jobs"));
-        assert!(s.pins.contains(PinReason::Listen));
+        assert!(s.pins.is_empty() && s.listen_changed, "LISTEN moves to the hub, it does not pin");
+        s.observe(&analyze("UNLISTEN *; UNLISTEN jobs"));
+        assert_eq!(s.unlistens, [None, Some("jobs".to_owned())]);
         s.observe(&analyze("SET search_path = a, b"));
         assert!(s.settings_changed);
         let mut t = SessionState::new(vec![]);

@@ -1,0 +1,218 @@
+//! Per-session time limits: `client_idle_timeout`, `idle_in_transaction_timeout` and
+//! `query_timeout`.
+//!
+//! A session is always waiting on one side: on the client (idle, or idle inside a
+//! transaction) or on the server (a request is being answered). The deadline is armed when
+//! the session moves from one kind of wait to another, never per message, so a busy session
+//! pays two clock reads and two timer resets per round trip, and nothing at all when every
+//! limit is off (the default).
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+use wire::backend::TransactionStatus;
+use wire::sqlstate::SqlState;
+
+use super::error::SessionError;
+use crate::config::PoolSettings;
+use crate::server::ServerConn;
+
+/// What the session is waiting for, and so which limit applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Nothing is timed (e.g. the deadline of this wait already fired).
+    None,
+    /// On the client, outside a transaction.
+    ClientIdle,
+    /// On the client, inside a transaction (on a server, or a `BEGIN` pgvia answered).
+    IdleInTransaction,
+    /// On the server, which owes replies.
+    Server,
+}
+
+impl Wait {
+    /// The wait of a session holding `server`: on the server while it owes replies, else on
+    /// the client, in or out of a transaction.
+    pub fn holding(server: &ServerConn) -> Wait {
+        if server.tracker.has_pending() {
+            Wait::Server
+        } else if server.tracker.transaction_status() == TransactionStatus::Idle {
+            Wait::ClientIdle
+        } else {
+            Wait::IdleInTransaction
+        }
+    }
+}
+
+pub struct Timers {
+    client_idle: Duration,
+    idle_in_transaction: Duration,
+    query: Duration,
+    /// Time limit for delivering a cancel.
+    cancel_timeout: Duration,
+    wait: Wait,
+    /// A deadline is set for the current wait.
+    armed: bool,
+    /// Allocated only when some limit is on.
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Timers {
+    pub fn new(settings: &PoolSettings) -> Timers {
+        let cancel_timeout = settings.connect_timeout;
+        let any = !(settings.client_idle_timeout.is_zero()
+            && settings.idle_in_transaction_timeout.is_zero()
+            && settings.query_timeout.is_zero());
+        Timers {
+            client_idle: settings.client_idle_timeout,
+            idle_in_transaction: settings.idle_in_transaction_timeout,
+            query: settings.query_timeout,
+            cancel_timeout,
+            wait: Wait::None,
+            armed: false,
+            sleep: any.then(|| Box::pin(tokio::time::sleep(Duration::ZERO))),
+        }
+    }
+
+    fn limit(&self, wait: Wait) -> Duration {
+        match wait {
+            Wait::None => Duration::ZERO,
+            Wait::ClientIdle => self.client_idle,
+            Wait::IdleInTransaction => self.idle_in_transaction,
+            Wait::Server => self.query,
+        }
+    }
+
+    /// Notes the session's current wait; a new kind of wait starts its own deadline.
+    pub fn enter(&mut self, wait: Wait) {
+        if wait == self.wait || self.sleep.is_none() {
+            return;
+        }
+        self.wait = wait;
+        self.arm();
+    }
+
+    /// The client did something: its idle time starts again.
+    pub fn restart(&mut self) {
+        if self.sleep.is_some() && self.wait != Wait::Server {
+            self.arm();
+        }
+    }
+
+    fn arm(&mut self) {
+        let limit = self.limit(self.wait);
+        self.armed = !limit.is_zero();
+        if let (true, Some(sleep)) = (self.armed, self.sleep.as_mut()) {
+            sleep.as_mut().reset(Instant::now() + limit);
+        }
+    }
+
+    pub fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Completes when the current wait's deadline passes, and disarms it: each wait fires
+    /// once, until the session moves to another kind of wait. Only poll it while
+    /// [`Timers::armed`].
+    pub async fn expired(&mut self) -> Wait {
+        if let Some(sleep) = self.sleep.as_mut() {
+            sleep.as_mut().await;
+        }
+        self.armed = false;
+        self.wait
+    }
+
+    /// `query_timeout` passed: cancels the server's work the way a client's own cancel would
+    /// (the server connection counts it as in flight, so it is not handed on before the
+    /// cancel lands) and warns the client, whose request then fails with the server's 57014.
+    pub fn cancel_request(&self, server: &ServerConn, to_client: &mut bytes::BytesMut) {
+        // Counted in flight now, before this task returns to the relay.
+        let cancel = crate::cancel::ArmedCancel::for_held_server(server.cancel_target());
+        let timeout = self.cancel_timeout;
+        tokio::spawn(async move {
+            if let Err(e) = crate::cancel::forward(cancel, timeout).await {
+                tracing::warn!(error = %e, "could not forward the cancel for query_timeout");
+            }
+        });
+        self.query_timeout_notice(to_client);
+    }
+
+    /// The error that closes a client whose idle deadline passed.
+    pub fn closing_error(&self, wait: Wait) -> SessionError {
+        match wait {
+            Wait::IdleInTransaction => SessionError::refused(
+                SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+                format!(
+                    "terminating connection due to idle-in-transaction timeout \
+                     (idle_in_transaction_timeout = {:?}); the transaction was rolled back",
+                    self.idle_in_transaction
+                ),
+            ),
+            _ => SessionError::refused(
+                SqlState::IDLE_SESSION_TIMEOUT,
+                format!(
+                    "terminating connection due to idle-session timeout (client_idle_timeout = {:?})",
+                    self.client_idle
+                ),
+            ),
+        }
+    }
+
+    /// The warning a client gets when pgvia cancels its request; the server's own 57014
+    /// error follows it.
+    fn query_timeout_notice(&self, out: &mut bytes::BytesMut) {
+        let message = format!("query_timeout ({:?}) reached: pgvia is cancelling the request", self.query);
+        wire::build::ErrorFields::new(wire::build::Severity::Warning, SqlState::QUERY_CANCELED, &message)
+            .write(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(idle: u64, in_tx: u64, query: u64) -> PoolSettings {
+        PoolSettings {
+            pool_mode: crate::config::PoolMode::Transaction,
+            pool_size: 1,
+            min_idle: 0,
+            connect_timeout: Duration::from_secs(1),
+            checkout_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::ZERO,
+            max_lifetime: Duration::ZERO,
+            client_idle_timeout: Duration::from_millis(idle),
+            idle_in_transaction_timeout: Duration::from_millis(in_tx),
+            query_timeout: Duration::from_millis(query),
+            max_prepared_statements: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn each_wait_has_its_own_deadline() {
+        let mut t = Timers::new(&settings(100, 0, 50));
+        t.enter(Wait::ClientIdle);
+        assert!(t.armed());
+        t.enter(Wait::IdleInTransaction);
+        assert!(!t.armed(), "idle_in_transaction_timeout is off");
+        t.enter(Wait::Server);
+        assert!(t.armed());
+        let start = Instant::now();
+        assert_eq!(t.expired().await, Wait::Server);
+        assert!(start.elapsed() >= Duration::from_millis(50));
+        assert!(!t.armed(), "a wait fires once");
+        t.enter(Wait::Server);
+        assert!(!t.armed(), "the same wait is not timed again");
+        t.enter(Wait::ClientIdle);
+        t.enter(Wait::Server);
+        assert!(t.armed(), "the next request has its own deadline");
+    }
+
+    #[test]
+    fn all_off_allocates_nothing() {
+        let mut t = Timers::new(&settings(0, 0, 0));
+        t.enter(Wait::ClientIdle);
+        assert!(!t.armed());
+        assert!(t.sleep.is_none());
+    }
+}
