@@ -262,14 +262,17 @@ async fn kill_client_and_reconnect() {
     let proxy = TestProxy::start(&config(&pg, "transaction", 5)).await;
     let victim = proxy.connect(USER, PASSWORD, DB).await;
     let bystander = proxy.connect(USER, PASSWORD, DB).await;
+    let second_victim = proxy.connect(USER, PASSWORD, DB).await;
     victim.simple_query("SELECT 1").await.unwrap();
     let clients = console(&pg, &proxy, "SHOW CLIENTS").await;
-    let ids: Vec<String> =
-        clients.rows.iter().filter(|r| r[1] == USER).map(|r| r[clients.col("id")].clone()).collect();
-    assert_eq!(ids.len(), 2);
-    console(&pg, &proxy, &format!("KILL_CLIENT {}", ids[0])).await;
+    let app_rows: Vec<&Vec<String>> = clients.rows.iter().filter(|r| r[1] == USER).collect();
+    assert_eq!(app_rows.len(), 3);
+    // By the `id` column, then by the `ptr` column (`c` + the id in hex).
+    console(&pg, &proxy, &format!("KILL_CLIENT {}", app_rows[0][clients.col("id")])).await;
+    console(&pg, &proxy, &format!("KILL_CLIENT {}", app_rows[2][clients.col("ptr")])).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(victim.simple_query("SELECT 1").await.is_err(), "killed client still served");
+    assert!(second_victim.simple_query("SELECT 1").await.is_err(), "client killed by ptr still served");
     bystander.simple_query("SELECT 1").await.unwrap();
 
     // RECONNECT: the idle servers are replaced; clients carry on.

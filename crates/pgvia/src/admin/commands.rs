@@ -60,13 +60,14 @@ pub async fn run(app: &App, me: &ClientInfo, verb: &str, arg: Option<&str>) -> R
             Reply::Done("KILL")
         }
         ("KILL_CLIENT", Some(id)) => {
-            let id: u64 = id
-                .trim_start_matches('c')
-                .parse()
-                .or_else(|_| u64::from_str_radix(id.trim_start_matches("0x"), 16))
-                .map_err(|_| {
-                    AdminError::new(SqlState::INVALID_PARAMETER_VALUE, format!("not a client id: {id}"))
-                })?;
+            // The `id` column is decimal; the `ptr` column is `c` and the id in hex.
+            let parsed = match id.strip_prefix('c') {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => id.parse(),
+            };
+            let id = parsed.map_err(|_| {
+                AdminError::new(SqlState::INVALID_PARAMETER_VALUE, format!("not a client id: {id}"))
+            })?;
             let client = app.clients.get(id).ok_or_else(|| {
                 AdminError::new(SqlState::UNDEFINED_OBJECT, format!("no client with id {id}"))
             })?;
