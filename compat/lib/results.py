@@ -4,6 +4,7 @@
 Usage: results.py FORMAT REPORT...
   junit   JUnit XML files (pytest --junitxml, Maven Surefire, node --test-reporter=junit)
   gojson  `go test -json` output
+  gotext  the output lines of a `go test -json` report, as `go test -v` would print them
   libtest `cargo test` output (lines `test NAME ... ok|FAILED|ignored`)
 
 A skipped test is reported as FAIL: the suites must not skip anything silently.
@@ -45,6 +46,19 @@ def gojson(paths):
                 yield ("PASS" if action == "pass" else "FAIL"), test
 
 
+def gotext(paths):
+    """Not verdicts: the readable output, for the suite's log."""
+    for path in paths:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if event.get("Action") == "output":
+                    print(event.get("Output", ""), end="")
+
+
 LIBTEST = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)")
 
 
@@ -58,10 +72,14 @@ def libtest(paths):
 
 
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("junit", "gojson", "libtest"):
+    parsers = {"junit": junit, "gojson": gojson, "libtest": libtest}
+    if len(argv) >= 3 and argv[1] == "gotext":
+        gotext(argv[2:])
+        return 0
+    if len(argv) < 3 or argv[1] not in parsers:
         print(__doc__, file=sys.stderr)
         return 2
-    parse = {"junit": junit, "gojson": gojson, "libtest": libtest}[argv[1]]
+    parse = parsers[argv[1]]
     for verdict, test_id in parse(argv[2:]):
         print(verdict, test_id)
     return 0
