@@ -93,6 +93,7 @@ install_rust() {
     [[ -d $HOME/.cargo/bin && :$PATH: != *":$HOME/.cargo/bin:"* ]] && export PATH="$HOME/.cargo/bin:$PATH"
     command -v cargo >/dev/null || { log "rust: cargo not found; install Rust with rustup"; return 1; }
     (cd "$compat/rust" && cargo fetch --locked -q)
+    # Building is part of each run, incremental after the first.
 }
 
 suites=("$@")

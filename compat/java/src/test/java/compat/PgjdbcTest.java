@@ -23,12 +23,18 @@ import java.util.Random;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
 import org.postgresql.PGConnection;
 import org.postgresql.PGStatement;
 import org.postgresql.copy.CopyManager;
 
-/** pgjdbc at its default settings (prepareThreshold=5, autocommit on) unless a test says otherwise. */
+/**
+ * pgjdbc at its default settings (prepareThreshold=5, autocommit on) unless a test says otherwise.
+ * Tests run in name order, so the run is the same every time (the stress test comes last).
+ */
+@TestMethodOrder(MethodOrderer.MethodName.class)
 class PgjdbcTest {
     static final String HOST = env("COMPAT_HOST");
     static final String PORT = env("COMPAT_PORT");
