@@ -18,16 +18,19 @@ async fn fresh_table(conn: &mut PgConnection, name: &str, columns: &str) {
 }
 
 fn sqlstate(e: &sqlx::Error) -> Option<String> {
-    e.as_database_error()
-        .and_then(|d| d.try_downcast_ref::<PgDatabaseError>())
-        .map(|d| d.code().to_owned())
+    e.as_database_error().and_then(|d| d.try_downcast_ref::<PgDatabaseError>()).map(|d| d.code().to_owned())
 }
 
 #[tokio::test]
 async fn sqlx_statement_cache_default() {
     let mut conn = connect().await;
     for i in 0..30i32 {
-        let row = sqlx::query("SELECT $1::int4 * 2, $2::text").bind(i).bind(format!("v{i}")).fetch_one(&mut conn).await.unwrap();
+        let row = sqlx::query("SELECT $1::int4 * 2, $2::text")
+            .bind(i)
+            .bind(format!("v{i}"))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
         assert_eq!(row.get::<i32, _>(0), i * 2);
         assert_eq!(row.get::<String, _>(1), format!("v{i}"));
     }
@@ -53,10 +56,15 @@ async fn sqlx_query_as() {
             .unwrap();
     }
     let people: Vec<(i32, String, f64)> =
-        sqlx::query_as("SELECT id, name, score FROM rs_sqlx_people WHERE id >= $1 ORDER BY id").bind(5).fetch_all(&mut conn).await.unwrap();
+        sqlx::query_as("SELECT id, name, score FROM rs_sqlx_people WHERE id >= $1 ORDER BY id")
+            .bind(5)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
     assert_eq!(people.len(), 5);
     assert_eq!(people[0], (5, "person 5".to_owned(), 2.5));
-    let (count,): (i64,) = sqlx::query_as("SELECT count(*) FROM rs_sqlx_people").fetch_one(&mut conn).await.unwrap();
+    let (count,): (i64,) =
+        sqlx::query_as("SELECT count(*) FROM rs_sqlx_people").fetch_one(&mut conn).await.unwrap();
     assert_eq!(count, 10);
 }
 
@@ -82,7 +90,8 @@ async fn sqlx_begin_commit_rollback() {
         assert_eq!(sqlstate(&err).as_deref(), Some("22012"));
         tx.rollback().await.unwrap();
     }
-    let ns: Vec<(i32,)> = sqlx::query_as("SELECT n FROM rs_sqlx_tx ORDER BY n").fetch_all(&mut conn).await.unwrap();
+    let ns: Vec<(i32,)> =
+        sqlx::query_as("SELECT n FROM rs_sqlx_tx ORDER BY n").fetch_all(&mut conn).await.unwrap();
     assert_eq!(ns, [(1,), (3,)]);
 }
 
@@ -96,14 +105,16 @@ async fn sqlx_copy_in_raw() {
         copy.send(chunk).await.unwrap();
     }
     assert_eq!(copy.finish().await.unwrap(), 5000);
-    let (count, sum): (i64, i64) = sqlx::query_as("SELECT count(*), sum(id) FROM rs_sqlx_copy").fetch_one(&mut conn).await.unwrap();
+    let (count, sum): (i64, i64) =
+        sqlx::query_as("SELECT count(*), sum(id) FROM rs_sqlx_copy").fetch_one(&mut conn).await.unwrap();
     assert_eq!((count, sum), (5000, 4999 * 5000 / 2));
     // A failing COPY leaves nothing and the connection usable.
     let mut copy = conn.copy_in_raw("COPY rs_sqlx_copy FROM STDIN").await.unwrap();
     copy.send(b"1\tok\nnot a number\tbad\n".as_slice()).await.unwrap();
     let err = copy.finish().await.unwrap_err();
     assert_eq!(sqlstate(&err).as_deref(), Some("22P02"));
-    let (count,): (i64,) = sqlx::query_as("SELECT count(*) FROM rs_sqlx_copy").fetch_one(&mut conn).await.unwrap();
+    let (count,): (i64,) =
+        sqlx::query_as("SELECT count(*) FROM rs_sqlx_copy").fetch_one(&mut conn).await.unwrap();
     assert_eq!(count, 5000);
 }
 
@@ -123,7 +134,12 @@ async fn sqlx_stress_50_clients_pool_3() {
             Err(e) => Some(format!("client {cid} panicked: {e}")),
         })
         .collect();
-    assert!(failures.is_empty(), "{} clients failed, first: {:?}", failures.len(), &failures[..failures.len().min(3)]);
+    assert!(
+        failures.is_empty(),
+        "{} clients failed, first: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(3)]
+    );
 }
 
 async fn sqlx_stress_client(cid: i32, deadline: Instant) -> Result<(), String> {
@@ -135,17 +151,21 @@ async fn sqlx_stress_client(cid: i32, deadline: Instant) -> Result<(), String> {
         match rng.below(4) {
             0 => {
                 let v = rng.below(1_000_000) as i64;
-                let (got,): (i64,) = sqlx::query_as("SELECT $1::int8 * 2").bind(v).fetch_one(&mut conn).await.map_err(e)?;
+                let (got,): (i64,) =
+                    sqlx::query_as("SELECT $1::int8 * 2").bind(v).fetch_one(&mut conn).await.map_err(e)?;
                 check(got == v * 2, || format!("double {v}: {got}"))?;
             }
             1 => {
                 let n = rng.below(50) as i32 + 1;
-                let (count, sum): (i64, i64) = sqlx::query_as("SELECT count(*), sum(g)::int8 FROM generate_series(1, $1::int4) g")
-                    .bind(n)
-                    .fetch_one(&mut conn)
-                    .await
-                    .map_err(e)?;
-                check(count == n as i64 && sum == (n as i64) * (n as i64 + 1) / 2, || format!("series {n}: {count} {sum}"))?;
+                let (count, sum): (i64, i64) =
+                    sqlx::query_as("SELECT count(*), sum(g)::int8 FROM generate_series(1, $1::int4) g")
+                        .bind(n)
+                        .fetch_one(&mut conn)
+                        .await
+                        .map_err(e)?;
+                check(count == n as i64 && sum == (n as i64) * (n as i64 + 1) / 2, || {
+                    format!("series {n}: {count} {sum}")
+                })?;
             }
             2 => {
                 let mut tx = conn.begin().await.map_err(e)?;
@@ -155,28 +175,33 @@ async fn sqlx_stress_client(cid: i32, deadline: Instant) -> Result<(), String> {
                     .execute(&mut *tx)
                     .await
                     .map_err(e)?;
-                let (count,): (i64,) = sqlx::query_as("SELECT count(*) FROM rs_sqlx_stress WHERE client = $1")
-                    .bind(cid)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(e)?;
+                let (count,): (i64,) =
+                    sqlx::query_as("SELECT count(*) FROM rs_sqlx_stress WHERE client = $1")
+                        .bind(cid)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(e)?;
                 check(count == inserted + 1, || format!("count in transaction: {count}"))?;
                 tx.commit().await.map_err(e)?;
                 inserted += 1;
             }
             _ => {
-                let rows: Vec<(String,)> = sqlx::query_as("SELECT $1::text || g FROM generate_series(1, 5) g")
-                    .bind(format!("c{cid}-"))
-                    .fetch_all(&mut conn)
-                    .await
-                    .map_err(e)?;
+                let rows: Vec<(String,)> =
+                    sqlx::query_as("SELECT $1::text || g FROM generate_series(1, 5) g")
+                        .bind(format!("c{cid}-"))
+                        .fetch_all(&mut conn)
+                        .await
+                        .map_err(e)?;
                 let want: Vec<(String,)> = (1..=5).map(|g| (format!("c{cid}-{g}"),)).collect();
                 check(rows == want, || format!("rows {rows:?}"))?;
             }
         }
     }
-    let (count,): (i64,) =
-        sqlx::query_as("SELECT count(*) FROM rs_sqlx_stress WHERE client = $1").bind(cid).fetch_one(&mut conn).await.map_err(e)?;
+    let (count,): (i64,) = sqlx::query_as("SELECT count(*) FROM rs_sqlx_stress WHERE client = $1")
+        .bind(cid)
+        .fetch_one(&mut conn)
+        .await
+        .map_err(e)?;
     check(count == inserted, || format!("final count {count}, want {inserted}"))?;
     conn.close().await.map_err(e)?;
     Ok(())

@@ -38,7 +38,10 @@ async fn tp_simple_query_and_parameters() {
         .collect();
     assert_eq!(rows, ["1", "two"]);
     let row = client
-        .query_one("SELECT $1::int8 + 1, $2::text, $3::bool, $4::bytea", &[&41i64, &"it's", &true, &vec![0u8, 255]])
+        .query_one(
+            "SELECT $1::int8 + 1, $2::text, $3::bool, $4::bytea",
+            &[&41i64, &"it's", &true, &vec![0u8, 255]],
+        )
         .await
         .unwrap();
     assert_eq!(row.get::<_, i64>(0), 42);
@@ -131,11 +134,18 @@ async fn tp_copy_in_and_out() {
     }
     assert_eq!(writer.finish().await.unwrap(), 1000);
     // Text and binary COPY out.
-    let stream = client.copy_out("COPY (SELECT id, label FROM rs_tp_copy WHERE id < 5000 ORDER BY id) TO STDOUT").await.unwrap();
+    let stream = client
+        .copy_out("COPY (SELECT id, label FROM rs_tp_copy WHERE id < 5000 ORDER BY id) TO STDOUT")
+        .await
+        .unwrap();
     let chunks: Vec<Bytes> = stream.try_collect().await.unwrap();
     assert_eq!(chunks.concat(), text.as_bytes());
-    let stream = client.copy_out("COPY (SELECT id, label FROM rs_tp_copy ORDER BY id) TO STDOUT (FORMAT BINARY)").await.unwrap();
-    let rows: Vec<_> = BinaryCopyOutStream::new(stream, &[Type::INT4, Type::TEXT]).try_collect().await.unwrap();
+    let stream = client
+        .copy_out("COPY (SELECT id, label FROM rs_tp_copy ORDER BY id) TO STDOUT (FORMAT BINARY)")
+        .await
+        .unwrap();
+    let rows: Vec<_> =
+        BinaryCopyOutStream::new(stream, &[Type::INT4, Type::TEXT]).try_collect().await.unwrap();
     assert_eq!(rows.len(), 6000);
     assert_eq!(rows[5999].get::<i32>(0), 5999);
     assert_eq!(rows[5999].get::<&str>(1), "line 5999");
@@ -196,7 +206,12 @@ async fn tp_stress_50_clients_pool_3() {
             Err(e) => Some(format!("client {cid} panicked: {e}")),
         })
         .collect();
-    assert!(failures.is_empty(), "{} clients failed, first: {:?}", failures.len(), &failures[..failures.len().min(3)]);
+    assert!(
+        failures.is_empty(),
+        "{} clients failed, first: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(3)]
+    );
 }
 
 async fn tp_stress_client(cid: i32, deadline: Instant) -> Result<(), String> {
@@ -223,27 +238,41 @@ async fn tp_stress_client(cid: i32, deadline: Instant) -> Result<(), String> {
                     .await
                     .map_err(e)?;
                 let (count, sum): (i64, i64) = (row.get(0), row.get(1));
-                check(count == n as i64 && sum == (n as i64) * (n as i64 + 1) / 2, || format!("series {n}: {count} {sum}"))?;
+                check(count == n as i64 && sum == (n as i64) * (n as i64 + 1) / 2, || {
+                    format!("series {n}: {count} {sum}")
+                })?;
             }
             2 => {
                 let tx = client.transaction().await.map_err(e)?;
-                tx.execute("INSERT INTO rs_tp_stress VALUES ($1, $2)", &[&cid, &(inserted as i32)]).await.map_err(e)?;
-                let count: i64 =
-                    tx.query_one("SELECT count(*) FROM rs_tp_stress WHERE client = $1", &[&cid]).await.map_err(e)?.get(0);
+                tx.execute("INSERT INTO rs_tp_stress VALUES ($1, $2)", &[&cid, &(inserted as i32)])
+                    .await
+                    .map_err(e)?;
+                let count: i64 = tx
+                    .query_one("SELECT count(*) FROM rs_tp_stress WHERE client = $1", &[&cid])
+                    .await
+                    .map_err(e)?
+                    .get(0);
                 check(count == inserted + 1, || format!("count in transaction: {count}"))?;
                 tx.commit().await.map_err(e)?;
                 inserted += 1;
             }
             _ => {
                 // A statement created and dropped (Close) within the work item.
-                let stmt = client.prepare("SELECT $1::text || g FROM generate_series(1, 5) g").await.map_err(e)?;
+                let stmt =
+                    client.prepare("SELECT $1::text || g FROM generate_series(1, 5) g").await.map_err(e)?;
                 let rows = client.query(&stmt, &[&format!("c{cid}-")]).await.map_err(e)?;
                 let got: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-                check(got == (1..=5).map(|g| format!("c{cid}-{g}")).collect::<Vec<_>>(), || format!("rows {got:?}"))?;
+                check(got == (1..=5).map(|g| format!("c{cid}-{g}")).collect::<Vec<_>>(), || {
+                    format!("rows {got:?}")
+                })?;
             }
         }
     }
-    let count: i64 = client.query_one("SELECT count(*) FROM rs_tp_stress WHERE client = $1", &[&cid]).await.map_err(e)?.get(0);
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM rs_tp_stress WHERE client = $1", &[&cid])
+        .await
+        .map_err(e)?
+        .get(0);
     check(count == inserted, || format!("final count {count}, want {inserted}"))
 }
 
