@@ -13,7 +13,7 @@ use wire::sqlstate::SqlState;
 
 use crate::auth::Secret;
 use crate::cancel::CancelRegistry;
-use crate::config::{Config, Database, TlsMode, User};
+use crate::config::{Config, Database, PoolMode, TlsMode, User};
 use crate::net::tls::{self, TlsError};
 use crate::pool::{Pool, PoolKey, Pools};
 use crate::server::ServerAddress;
@@ -44,6 +44,8 @@ pub struct App {
     /// SQL analysis, shared by every session (its cache is concurrent).
     pub analyzer: route::Analyzer,
     pub pools: Pools,
+    /// Prepared statements shared by every transaction-mode pool.
+    pub statements: Arc<crate::prepared::Registry>,
     pub cancels: Arc<CancelRegistry>,
     pub tls: Option<TlsAcceptor>,
     secrets: HashMap<String, Arc<Secret>>,
@@ -78,6 +80,7 @@ impl App {
             analyzer,
             config: Arc::new(config),
             pools: Pools::default(),
+            statements: Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default())),
             cancels: Arc::new(CancelRegistry::default()),
             tls,
             secrets,
@@ -113,7 +116,10 @@ impl App {
                 user: user.name.clone(),
                 password: user.password_for_server().map(str::to_owned),
             };
-            Pool::new(key, addr, settings, self.config.general.max_message_size as usize)
+            let statements = (settings.pool_mode != PoolMode::Session
+                && settings.max_prepared_statements > 0)
+                .then(|| self.statements.clone());
+            Pool::new(key, addr, settings, self.config.general.max_message_size as usize, statements)
         })
     }
 

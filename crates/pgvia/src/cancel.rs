@@ -39,7 +39,7 @@ pub struct CancelsInFlight {
 
 impl CancelsInFlight {
     fn begin(self: &Arc<Self>) -> InFlightGuard {
-        self.count.fetch_add(1, Ordering::AcqRel);
+        self.count.fetch_add(1, Ordering::SeqCst);
         InFlightGuard(self.clone())
     }
 
@@ -48,7 +48,7 @@ impl CancelsInFlight {
         let wait = async {
             loop {
                 let notified = self.done.notified();
-                if self.count.load(Ordering::Acquire) == 0 {
+                if self.count.load(Ordering::SeqCst) == 0 {
                     return;
                 }
                 notified.await;
@@ -62,7 +62,7 @@ struct InFlightGuard(Arc<CancelsInFlight>);
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.done.notify_waiters();
         }
     }
@@ -121,20 +121,32 @@ impl CancelRegistry {
 
     /// The server to cancel for a client's key, if the key is valid and the client is using
     /// a server right now.
-    pub fn lookup(&self, process_id: u32, secret: &[u8]) -> Option<CancelTarget> {
+    pub fn lookup(&self, process_id: u32, secret: &[u8]) -> Option<ArmedCancel> {
         let slot = self.slots.lock().unwrap_or_else(PoisonError::into_inner).get(&process_id).cloned()?;
         if secret.len() != 4 || !bool::from(slot.secret.ct_eq(secret)) {
             return None;
         }
-        slot.target.load_full().map(|t| (*t).clone())
+        let target = slot.target.load_full()?;
+        // Counted in flight before the target is confirmed: a session giving its server back
+        // clears the slot and then waits for the count, so either it sees this cancel and
+        // waits, or this cancel sees the cleared slot and is dropped. Both sides use SeqCst.
+        let guard = target.in_flight.begin();
+        let still = slot.target.load();
+        if !still.as_ref().is_some_and(|t| Arc::ptr_eq(t, &target)) {
+            return None;
+        }
+        Some(ArmedCancel { target, _in_flight: guard })
     }
 }
 
-/// Sends a CancelRequest to a server on a new connection, as PostgreSQL expects, and waits for
-/// the server to close that connection: by then the postmaster has signalled the backend, so
-/// the server connection may be handed on safely.
-pub async fn forward(target: &CancelTarget, timeout: Duration) -> std::io::Result<()> {
-    let _in_flight = target.in_flight.begin();
+/// A cancel whose target was confirmed while it was already counted in flight.
+pub struct ArmedCancel {
+    pub target: Arc<CancelTarget>,
+    _in_flight: InFlightGuard,
+}
+
+pub async fn forward(cancel: ArmedCancel, timeout: Duration) -> std::io::Result<()> {
+    let target = &cancel.target;
     let send = async {
         let mut stream = TcpStream::connect(target.server).await?;
         let mut out = BytesMut::with_capacity(16);
@@ -163,7 +175,7 @@ mod tests {
         };
         assert!(reg.lookup(key.process_id, &key.secret).is_none(), "no server yet");
         key.slot.set(Some(target.clone()));
-        assert_eq!(reg.lookup(key.process_id, &key.secret).map(|t| t.process_id), Some(42));
+        assert_eq!(reg.lookup(key.process_id, &key.secret).map(|t| t.target.process_id), Some(42));
         let mut wrong = key.secret;
         wrong[0] ^= 1;
         assert!(reg.lookup(key.process_id, &wrong).is_none());

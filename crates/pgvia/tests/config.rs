@@ -110,6 +110,7 @@ fn full_layout_parses() {
             checkout_timeout: secs(30),
             idle_timeout: secs(600),
             max_lifetime: secs(3600),
+            max_prepared_statements: 200,
         }
     );
     assert!(c.database("nope").is_none() && c.user("nope").is_none());

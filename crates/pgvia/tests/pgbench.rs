@@ -1,6 +1,7 @@
 //! pgbench through pgvia: 20 clients sharing a session-mode pool of 5 servers for 10 s, and 50
 //! clients sharing a transaction-mode pool of 5 for 15 s, with
-//! the simple and the extended protocol, finish with transactions done and none failed.
+//! the simple and the extended protocol, and 40 clients with named prepared statements on a
+//! transaction-mode pool of 3, finish with transactions done and none failed.
 
 // Helpers outside #[test] functions unwrap too: a failed step is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -36,10 +37,14 @@ async fn pgbench(pg: &Cluster, proxy: &TestProxy, args: &[&str]) -> String {
 }
 
 async fn bench(mode: &str, protocol: &str, clients: u32, seconds: u32) {
+    bench_with_pool(mode, protocol, clients, seconds, 5).await;
+}
+
+async fn bench_with_pool(mode: &str, protocol: &str, clients: u32, seconds: u32, pool_size: usize) {
     let pg = start_pg();
     let config = ConfigBuilder::new(&pg)
         .pool(&format!("pool_mode = \"{mode}\""))
-        .pool("pool_size = 5")
+        .pool(&format!("pool_size = {pool_size}"))
         .pool("checkout_timeout = \"60s\"");
     let proxy = TestProxy::start(&config).await;
 
@@ -80,11 +85,11 @@ async fn bench(mode: &str, protocol: &str, clients: u32, seconds: u32) {
     let history = pg.psql(DB, "select count(*) from pgbench_history").expect("count history");
     assert_eq!(history, processed.to_string(), "pgbench_history rows vs transactions\n{out}");
 
-    // Never more than the pool's 5 servers for the clients, who had to queue for them.
-    assert!(most_active <= 5, "{most_active} servers in use at once");
-    assert_eq!(most_active, 5, "the pool was not used to its size");
+    // Never more than the pool's servers for the clients, who had to queue for them.
+    assert!(most_active <= pool_size, "{most_active} servers in use at once");
+    assert_eq!(most_active, pool_size, "the pool was not used to its size");
     assert!(most_waiting >= 1, "no client ever waited for a server");
-    assert!(pool.server_count() <= 5, "{} servers open", pool.server_count());
+    assert!(pool.server_count() <= pool_size, "{} servers open", pool.server_count());
     assert_eq!(proxy.app.pools.all().len(), 1);
 
     proxy.assert_no_leaks().await;
@@ -115,6 +120,15 @@ async fn pgbench_transaction_mode_simple_50_clients_pool_of_5() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pgbench_transaction_mode_extended_50_clients_pool_of_5() {
     tokio::time::timeout(Duration::from_secs(120), bench("transaction", "extended", 50, 15))
+        .await
+        .expect("pgbench run within 120 s");
+}
+
+/// pgbench's named statements in transaction mode: each client prepares once, and its
+/// transactions run on whichever of three servers is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbench_transaction_mode_prepared_40_clients_pool_of_3() {
+    tokio::time::timeout(Duration::from_secs(120), bench_with_pool("transaction", "prepared", 40, 15, 3))
         .await
         .expect("pgbench run within 120 s");
 }

@@ -20,6 +20,9 @@ impl SqlState {
     pub const INTERNAL_ERROR: Self = Self("XX000");
     pub const INVALID_PARAMETER_VALUE: Self = Self("22023");
     pub const IDLE_SESSION_TIMEOUT: Self = Self("57P05");
+    pub const INVALID_SQL_STATEMENT_NAME: Self = Self("26000");
+    pub const DUPLICATE_PREPARED_STATEMENT: Self = Self("42P05");
+    pub const IN_FAILED_SQL_TRANSACTION: Self = Self("25P02");
 
     pub fn code(self) -> &'static str {
         self.0

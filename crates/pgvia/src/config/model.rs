@@ -236,6 +236,10 @@ pub struct PoolDefaults {
     /// `"0s"` = never.
     #[serde(deserialize_with = "values::duration")]
     pub max_lifetime: Duration,
+    /// Transaction and statement mode: most prepared statements one server connection keeps
+    /// for clients (least recently used ones are closed past it). Default 200; 0 turns
+    /// prepared-statement handling off (statements pass through unchanged, as in session mode).
+    pub max_prepared_statements: u32,
 }
 
 impl Default for PoolDefaults {
@@ -248,6 +252,7 @@ impl Default for PoolDefaults {
             checkout_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(600),
             max_lifetime: Duration::from_secs(3600),
+            max_prepared_statements: 200,
         }
     }
 }
@@ -291,6 +296,9 @@ pub struct Database {
     /// Overrides `[pool] max_lifetime` for this database.
     #[serde(default, deserialize_with = "values::opt_duration")]
     pub max_lifetime: Option<Duration>,
+    /// Overrides `[pool] max_prepared_statements` for this database.
+    #[serde(default)]
+    pub max_prepared_statements: Option<u32>,
 }
 
 impl Database {
@@ -342,6 +350,9 @@ pub struct User {
     /// Overrides the database's and `[pool]`'s `max_lifetime` for this user.
     #[serde(default, deserialize_with = "values::opt_duration")]
     pub max_lifetime: Option<Duration>,
+    /// Overrides the database's and `[pool]`'s `max_prepared_statements` for this user.
+    #[serde(default)]
+    pub max_prepared_statements: Option<u32>,
 }
 
 /// What kind of secret a `password` value holds, decided by its spelling the way PostgreSQL
@@ -401,4 +412,6 @@ pub struct PoolSettings {
     pub idle_timeout: Duration,
     /// Age after which a server connection is closed when next idle; zero means never.
     pub max_lifetime: Duration,
+    /// Prepared statements kept per server connection; zero turns their handling off.
+    pub max_prepared_statements: u32,
 }

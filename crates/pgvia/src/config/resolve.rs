@@ -77,5 +77,10 @@ pub(crate) fn pool_settings(pool: &PoolDefaults, db: &Database, user: &User) -> 
         checkout_timeout: or(user.checkout_timeout, db.checkout_timeout, pool.checkout_timeout),
         idle_timeout: or(user.idle_timeout, db.idle_timeout, pool.idle_timeout),
         max_lifetime: or(user.max_lifetime, db.max_lifetime, pool.max_lifetime),
+        max_prepared_statements: or(
+            user.max_prepared_statements,
+            db.max_prepared_statements,
+            pool.max_prepared_statements,
+        ),
     }
 }

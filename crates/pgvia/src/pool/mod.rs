@@ -18,6 +18,7 @@ use tokio::sync::Semaphore;
 pub use checkout::Checkout;
 
 use crate::config::PoolSettings;
+use crate::prepared::{ClientStatements, Registry, ServerStatements};
 use crate::server::{ServerAddress, ServerConn, ServerError, ServerParams};
 use crate::session::PinReason;
 
@@ -67,6 +68,9 @@ pub struct Pool {
     /// Startup settings (name, value) a server of this pool has accepted, so a client that
     /// asks for them again is let in without asking a server.
     accepted_settings: Mutex<HashSet<(String, String)>>,
+    /// The registry clients' prepared statements live in, when this pool follows them across
+    /// servers (transaction and statement mode).
+    statements: Option<Arc<Registry>>,
     pub stats: PoolStats,
 }
 
@@ -81,7 +85,13 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    pub fn new(key: PoolKey, addr: ServerAddress, settings: PoolSettings, max_frame: usize) -> Arc<Self> {
+    pub fn new(
+        key: PoolKey,
+        addr: ServerAddress,
+        settings: PoolSettings,
+        max_frame: usize,
+        statements: Option<Arc<Registry>>,
+    ) -> Arc<Self> {
         let pool = Arc::new(Pool {
             name: format!("{}/{}", key.database, key.user),
             key,
@@ -92,10 +102,16 @@ impl Pool {
             idle: Mutex::new(Vec::new()),
             startup_params: Mutex::new(None),
             accepted_settings: Mutex::new(HashSet::new()),
+            statements,
             stats: PoolStats::default(),
         });
         maintain::spawn(Arc::downgrade(&pool));
         pool
+    }
+
+    /// A client's statement map, when this pool follows prepared statements across servers.
+    pub fn client_statements(&self) -> Option<ClientStatements> {
+        self.statements.clone().map(ClientStatements::new)
     }
 
     pub fn server_address(&self) -> &ServerAddress {
@@ -179,9 +195,13 @@ impl Pool {
     }
 
     async fn connect(&self) -> Result<ServerConn, PoolError> {
-        let conn = ServerConn::connect(&self.addr, self.settings.connect_timeout, self.max_frame)
+        let mut conn = ServerConn::connect(&self.addr, self.settings.connect_timeout, self.max_frame)
             .await
             .map_err(|source| PoolError::Connect { pool: self.name.clone(), source })?;
+        if let Some(registry) = &self.statements {
+            let capacity = self.settings.max_prepared_statements as usize;
+            conn.statements = ServerStatements::new(Some(registry.clone()), capacity);
+        }
         self.stats.servers_created.fetch_add(1, Ordering::Relaxed);
         *self.startup_params.lock().unwrap_or_else(PoisonError::into_inner) =
             Some(Arc::new(conn.params.clone()));

@@ -14,6 +14,7 @@ use super::error::ServerError;
 use super::tracker::ReplyTracker;
 use crate::auth::{ServerAuthStep, ServerAuthenticator};
 use crate::cancel::{CancelTarget, CancelsInFlight};
+use crate::prepared::ServerStatements;
 
 /// Where and as whom to connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,9 +68,8 @@ pub struct ServerConn {
     pub dirty: bool,
     /// Cancels sent to this connection's backend that PostgreSQL has not acted on yet.
     pub cancels: Arc<CancelsInFlight>,
-    /// Replies (each up to and including its ReadyForQuery) to statements pgvia injected
-    /// ahead of the client's, which the relay must not pass on.
-    pub swallow_replies: u32,
+    /// Prepared statements this server holds under pgvia's names (transaction mode).
+    pub statements: ServerStatements,
 }
 
 impl std::fmt::Debug for ServerConn {
@@ -113,7 +113,7 @@ impl ServerConn {
             broken: false,
             dirty: false,
             cancels: Arc::default(),
-            swallow_replies: 0,
+            statements: ServerStatements::default(),
         };
         let mut out = BytesMut::with_capacity(256);
         // No application_name: a client that sets none must see the empty default, as it
@@ -204,7 +204,9 @@ impl ServerConn {
         let mut out = BytesMut::new();
         for q in queries {
             build::query(&mut out, q);
-            self.tracker.client_sent(b'Q');
+            // A simple query replaces the unnamed statement.
+            self.statements.unnamed = None;
+            self.tracker.client_sent(b'Q', &[]);
         }
         self.write_all(&out).await
     }
@@ -237,7 +239,12 @@ impl ServerConn {
         mut first_error: Option<ServerError>,
         mut rows: Option<&mut Rows>,
     ) -> Result<(), ServerError> {
-        while self.tracker.has_pending() {
+        loop {
+            // Replies pgvia owes the client in the server's place are moot here.
+            while self.tracker.take_answered().is_some() {}
+            if !self.tracker.has_pending() {
+                break;
+            }
             let frame = match self.read_frame().await {
                 Ok(f) => f,
                 Err(e) => {
@@ -246,7 +253,9 @@ impl ServerConn {
                 }
             };
             self.observe(&frame)?;
-            match self.tracker.server_sent(frame.tag(), frame.body()) {
+            let (event, _) = self.tracker.server_sent(frame.tag(), frame.body());
+            self.settle_statements(None);
+            match event {
                 super::ServerEvent::Fatal | super::ServerEvent::Desync => {
                     self.broken = true;
                     return Err(if frame.tag() == tag::ERROR_RESPONSE {
@@ -273,6 +282,14 @@ impl ServerConn {
         match first_error {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+
+    /// Applies the outcome of settled requests to the statement bookkeeping (see
+    /// [`crate::prepared::settle`]).
+    pub fn settle_statements(&mut self, client: Option<&mut crate::prepared::ClientStatements>) {
+        if self.tracker.has_finished() {
+            crate::prepared::settle(self.tracker.take_finished(), &mut self.statements, client);
         }
     }
 

@@ -42,11 +42,11 @@ impl ServerConn {
             // extended-protocol COPY waits for one after failing; after a simple-protocol
             // COPY the Sync just earns one more ReadyForQuery, which the tracker expects.
             build::frame(&mut out, b'f', |b| build::put_cstr(b, b"client disconnected during COPY"));
-            self.tracker.client_sent(b'f');
+            self.tracker.client_sent(b'f', &[]);
         }
         if self.tracker.needs_sync() || self.tracker.copy_state() == CopyState::In {
             build::sync(&mut out);
-            self.tracker.client_sent(b'S');
+            self.tracker.client_sent(b'S', &[]);
         }
         if !out.is_empty() {
             self.write_all(&out).await?;
@@ -68,8 +68,13 @@ impl ServerConn {
         if self.dirty && !reset_query.is_empty() {
             queries.push(reset_query);
         }
+        let resets_session = queries.len() > usize::from(queries.first() == Some(&"ROLLBACK"));
         if !queries.is_empty() {
             self.run_internal_inner(&queries).await?;
+        }
+        if resets_session {
+            // The reset query may have dropped prepared statements (DISCARD ALL does).
+            self.statements.clear();
         }
         if self.tracker.transaction_status() != TransactionStatus::Idle {
             return Err(ServerError::Desync("transaction still open after ROLLBACK"));

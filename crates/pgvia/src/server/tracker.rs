@@ -1,17 +1,20 @@
 //! What a server connection still owes: the expected-reply queue, sans I/O.
 //!
-//! The relay reports every frame it forwards in either direction; the tracker answers whether
-//! the server is quiescent (every Sync/Query answered, no COPY open, no transaction open),
-//! which decides when a server may be reset, reused or handed to another client.
-//!
-//! Only messages that delimit replies are queued: `Q`, `F` and `S` (each answered by exactly
-//! one ReadyForQuery), `E` (answered by CommandComplete, EmptyQueryResponse, PortalSuspended,
-//! an error, or the start of a COPY) and `c`/`f` (the end of a client's COPY data). Parse,
-//! Bind and Describe replies need no bookkeeping to find the boundaries.
+//! Every message sent to the server that earns a reply is queued, in order: the relay reports
+//! each frame it forwards in either direction and the tracker matches every reply to the
+//! request it answers. From that it knows when the server is quiescent (every Sync/Query
+//! answered, no COPY open, no transaction open), which decides when a server may be reset,
+//! reused or handed to another client; and it knows which replies answer messages pgvia
+//! injected (to drop them), where replies pgvia makes up itself belong (a `ParseComplete` for
+//! a statement the server already holds), and which requests the server skipped after an
+//! error, so their effects on pgvia's statement bookkeeping can be undone.
 
 use std::collections::VecDeque;
 
+use bytes::Bytes;
 use wire::backend::TransactionStatus;
+
+use crate::prepared::{ClientEffect, ServerEffect};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CopyState {
@@ -33,14 +36,132 @@ pub enum ServerEvent {
     Desync,
 }
 
-#[derive(Debug, Clone)]
+/// What a request sent to the server (or answered by pgvia) expects back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// `Q`: everything up to ReadyForQuery.
+    Query,
+    /// `F`: a result, then ReadyForQuery.
+    FunctionCall,
+    Parse,
+    Bind,
+    /// `D` of a statement: ParameterDescription, then RowDescription or NoData.
+    DescribeStatement {
+        params_seen: bool,
+    },
+    /// `D` of a portal: RowDescription or NoData.
+    DescribePortal,
+    Execute,
+    Close,
+    Sync,
+    /// `c`/`f` sent before the server started the COPY they end.
+    CopyEnd,
+    /// Never sent: pgvia answers with this message (an empty-bodied one such as
+    /// ParseComplete or CloseComplete) when everything before it has been answered.
+    Answered(u8),
+    /// Never sent: a simple query pgvia answers with CommandComplete carrying this tag and
+    /// ReadyForQuery (SQL-level `PREPARE`/`DEALLOCATE` of statements the server keeps).
+    AnsweredCommand(&'static str),
+}
+
+/// A reply pgvia gives in the server's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// An empty-bodied message with this tag.
+    Empty(u8),
+    /// CommandComplete with this tag, then ReadyForQuery with this status (or, in a failed
+    /// transaction, the error PostgreSQL gives every command there).
+    Command(&'static str, TransactionStatus),
+}
+
+impl Request {
+    fn answered_by_ready(self) -> bool {
+        matches!(self, Request::Query | Request::Sync | Request::FunctionCall | Request::AnsweredCommand(_))
+    }
+
+    /// The request a frontend message makes, if it earns any reply. `body` is read only for
+    /// Describe.
+    pub fn of_frontend(tag: u8, body: &[u8]) -> Option<Request> {
+        Some(match tag {
+            b'Q' => Request::Query,
+            b'F' => Request::FunctionCall,
+            b'P' => Request::Parse,
+            b'B' => Request::Bind,
+            b'D' if body.first() == Some(&b'S') => Request::DescribeStatement { params_seen: false },
+            b'D' => Request::DescribePortal,
+            b'E' => Request::Execute,
+            b'C' => Request::Close,
+            b'S' => Request::Sync,
+            b'c' | b'f' => Request::CopyEnd,
+            _ => return None,
+        })
+    }
+}
+
+/// What becomes of the server's replies to one request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Replies {
+    /// Passed on to the client.
+    #[default]
+    Forward,
+    /// pgvia injected the request: its success is dropped (for a query, everything up to and
+    /// including its ReadyForQuery), an error is passed on (the client must learn why its own
+    /// message failed).
+    DropSuccess,
+    /// pgvia injected the request and the client was already answered: everything is dropped.
+    DropAll,
+    /// The request was sent to fail on purpose: its ErrorResponse is replaced by this frame
+    /// (the error PostgreSQL would give the client's own message).
+    ReplaceError(Bytes),
+}
+
+/// One queued request.
+#[derive(Debug)]
+pub struct Pending {
+    pub request: Request,
+    pub replies: Replies,
+    /// Statement bookkeeping done when the request was sent, undone if the server skips or
+    /// fails it.
+    pub server_effect: Option<ServerEffect>,
+    pub client_effect: Option<ClientEffect>,
+}
+
+impl Pending {
+    pub fn plain(request: Request) -> Self {
+        Self { request, replies: Replies::Forward, server_effect: None, client_effect: None }
+    }
+}
+
+/// A request whose replies are complete, with the effects recorded when it was sent.
+#[derive(Debug)]
+pub struct Finished {
+    pub server_effect: Option<ServerEffect>,
+    pub client_effect: Option<ClientEffect>,
+    /// False when the server failed or skipped the request.
+    pub ok: bool,
+}
+
+/// What the relay does with one frame from the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    Forward,
+    Drop,
+    Replace(Bytes),
+}
+
+#[derive(Debug)]
 pub struct ReplyTracker {
-    queue: VecDeque<u8>,
+    queue: VecDeque<Pending>,
     tx: TransactionStatus,
     copy: CopyState,
     /// The server entered COPY IN from a query whose Sync was already sent; PostgreSQL ignores
     /// Syncs during COPY IN, so the client's Syncs until its CopyDone/CopyFail owe nothing.
     syncs_ignored_until_copy_end: bool,
+    /// An extended-protocol error left the server discarding messages until the next Sync,
+    /// which has not been sent yet.
+    skipping: bool,
+    /// Requests with effects that completed or were skipped, for the relay to settle.
+    finished: Vec<Finished>,
 }
 
 impl Default for ReplyTracker {
@@ -50,77 +171,209 @@ impl Default for ReplyTracker {
             tx: TransactionStatus::Idle,
             copy: CopyState::None,
             syncs_ignored_until_copy_end: false,
+            skipping: false,
+            finished: Vec::new(),
         }
     }
-}
-
-fn answered_by_ready(t: u8) -> bool {
-    matches!(t, b'Q' | b'S' | b'F')
 }
 
 impl ReplyTracker {
-    /// Records a frame sent to the server.
-    pub fn client_sent(&mut self, tag: u8) {
-        match tag {
-            b'S' if self.syncs_ignored_until_copy_end => {}
-            b'c' | b'f' if self.syncs_ignored_until_copy_end => self.syncs_ignored_until_copy_end = false,
-            b'Q' | b'F' | b'S' | b'E' | b'c' | b'f' => self.queue.push_back(tag),
-            _ => {}
+    /// Records a frame sent to the server as it came from the client (or from pgvia's own
+    /// queries). `body` is read only for Describe.
+    pub fn client_sent(&mut self, tag: u8, body: &[u8]) {
+        if let Some(request) = Request::of_frontend(tag, body) {
+            self.push(Pending::plain(request));
         }
     }
 
-    /// Records a frame received from the server. `body` is only read for ReadyForQuery and
-    /// ErrorResponse.
-    pub fn server_sent(&mut self, tag: u8, body: &[u8]) -> ServerEvent {
-        match tag {
-            b'Z' => {
-                let Some(status) = body.first().copied().and_then(TransactionStatus::from_byte) else {
-                    return ServerEvent::Desync;
-                };
-                self.tx = status;
-                self.copy = CopyState::None;
-                loop {
-                    match self.queue.pop_front() {
-                        Some(t) if answered_by_ready(t) => break,
-                        Some(_) => continue,
-                        None => return ServerEvent::Desync,
-                    }
-                }
-                ServerEvent::Ready { status, quiescent: self.queue.is_empty() }
+    /// Records a request with its reply handling and effects. Requests the server will
+    /// discard (after an error, until Sync) are settled as skipped at once.
+    pub fn push(&mut self, pending: Pending) {
+        match pending.request {
+            Request::Sync if self.syncs_ignored_until_copy_end => return,
+            Request::CopyEnd if self.syncs_ignored_until_copy_end => {
+                self.syncs_ignored_until_copy_end = false;
+                return;
             }
+            Request::Sync => self.skipping = false,
+            _ if self.skipping => {
+                self.settle(pending, false);
+                return;
+            }
+            _ => {}
+        }
+        self.queue.push_back(pending);
+    }
+
+    /// Whether the server is discarding messages until a Sync (so requests sent now do
+    /// nothing).
+    pub fn is_skipping(&self) -> bool {
+        self.skipping
+    }
+
+    fn settle(&mut self, p: Pending, ok: bool) {
+        if p.server_effect.is_some() || p.client_effect.is_some() {
+            self.finished.push(Finished {
+                server_effect: p.server_effect,
+                client_effect: p.client_effect,
+                ok,
+            });
+        }
+    }
+
+    /// Requests with effects settled since the last call, oldest first.
+    pub fn take_finished(&mut self) -> std::vec::Drain<'_, Finished> {
+        self.finished.drain(..)
+    }
+
+    pub fn has_finished(&self) -> bool {
+        !self.finished.is_empty()
+    }
+
+    /// The reply pgvia must give now because every request before it has been answered.
+    pub fn take_answered(&mut self) -> Option<Answer> {
+        let answer = match self.queue.front()?.request {
+            Request::Answered(tag) => Answer::Empty(tag),
+            Request::AnsweredCommand(tag) => Answer::Command(tag, self.tx),
+            _ => return None,
+        };
+        if let Some(p) = self.queue.pop_front() {
+            // A command in a failed transaction is refused, and so changes nothing.
+            let ok = !matches!(answer, Answer::Command(_, TransactionStatus::Failed));
+            self.settle(p, ok);
+        }
+        Some(answer)
+    }
+
+    /// The fate of a frame that belongs to the oldest request without completing it.
+    fn within(&self) -> Fate {
+        match self.queue.front() {
+            Some(Pending { replies: Replies::DropAll, .. }) => Fate::Drop,
+            Some(Pending { request: Request::Query, replies: Replies::DropSuccess, .. }) => Fate::Drop,
+            _ => Fate::Forward,
+        }
+    }
+
+    /// The oldest request is answered in full by this frame, which must be one of `expected`.
+    fn complete(&mut self, expected: impl Fn(Request) -> bool) -> (ServerEvent, Fate) {
+        match self.queue.front() {
+            Some(p) if expected(p.request) => {}
+            _ => return (ServerEvent::Desync, Fate::Forward),
+        }
+        let Some(p) = self.queue.pop_front() else { return (ServerEvent::Desync, Fate::Forward) };
+        let fate = match p.replies {
+            Replies::Forward | Replies::ReplaceError(_) => Fate::Forward,
+            Replies::DropSuccess | Replies::DropAll => Fate::Drop,
+        };
+        self.settle(p, true);
+        (ServerEvent::Other, fate)
+    }
+
+    /// Records a frame received from the server and says what to do with it. `body` is only
+    /// read for ReadyForQuery and ErrorResponse.
+    pub fn server_sent(&mut self, tag: u8, body: &[u8]) -> (ServerEvent, Fate) {
+        match tag {
+            b'Z' => self.ready(body),
+            b'1' => self.complete(|r| r == Request::Parse),
+            b'2' => self.complete(|r| r == Request::Bind),
+            b'3' => self.complete(|r| r == Request::Close),
+            b't' => match self.queue.front_mut() {
+                Some(Pending { request: Request::DescribeStatement { params_seen }, replies, .. }) => {
+                    *params_seen = true;
+                    let drop = matches!(replies, Replies::DropSuccess | Replies::DropAll);
+                    (ServerEvent::Other, if drop { Fate::Drop } else { Fate::Forward })
+                }
+                _ => (ServerEvent::Desync, Fate::Forward),
+            },
+            b'T' | b'n' => match self.queue.front().map(|p| p.request) {
+                Some(Request::DescribeStatement { .. } | Request::DescribePortal) => self
+                    .complete(|r| matches!(r, Request::DescribeStatement { .. } | Request::DescribePortal)),
+                _ => (ServerEvent::Other, self.within()),
+            },
+            b'C' if self.copy != CopyState::None => {
+                self.copy = CopyState::None;
+                (ServerEvent::Other, self.within())
+            }
+            b'C' | b'I' | b's' => match self.queue.front().map(|p| p.request) {
+                Some(Request::Execute) => self.complete(|r| r == Request::Execute),
+                _ => (ServerEvent::Other, self.within()),
+            },
             b'G' | b'H' => {
                 self.copy = if tag == b'G' { CopyState::In } else { CopyState::Out };
                 self.start_copy(tag == b'G');
-                ServerEvent::Other
+                (ServerEvent::Other, self.within())
             }
-            b'C' => {
-                if self.copy != CopyState::None {
-                    self.copy = CopyState::None;
-                } else {
-                    self.pop_execute();
-                }
-                ServerEvent::Other
-            }
-            b'I' | b's' => {
-                self.pop_execute();
-                ServerEvent::Other
-            }
-            b'E' => {
-                self.copy = CopyState::None;
-                self.pop_execute();
-                if is_fatal(body) {
-                    ServerEvent::Fatal
-                } else {
-                    ServerEvent::Other
-                }
-            }
-            _ => ServerEvent::Other,
+            b'E' => self.error(body),
+            // Notices, notifications and parameter changes can come at any time.
+            b'N' | b'A' | b'S' => (ServerEvent::Other, Fate::Forward),
+            _ => (ServerEvent::Other, self.within()),
         }
     }
 
-    fn pop_execute(&mut self) {
-        if self.queue.front() == Some(&b'E') {
-            self.queue.pop_front();
+    fn ready(&mut self, body: &[u8]) -> (ServerEvent, Fate) {
+        let Some(status) = body.first().copied().and_then(TransactionStatus::from_byte) else {
+            return (ServerEvent::Desync, Fate::Forward);
+        };
+        self.tx = status;
+        self.copy = CopyState::None;
+        loop {
+            match self.queue.pop_front() {
+                Some(p) if p.request.answered_by_ready() => {
+                    let fate = match p.replies {
+                        Replies::DropAll | Replies::DropSuccess => Fate::Drop,
+                        _ => Fate::Forward,
+                    };
+                    self.settle(p, true);
+                    self.skipping = false;
+                    let quiescent = self.queue.is_empty();
+                    return (ServerEvent::Ready { status, quiescent }, fate);
+                }
+                // Requests a COPY made the server ignore.
+                Some(p) => self.settle(p, false),
+                None => return (ServerEvent::Desync, Fate::Forward),
+            }
+        }
+    }
+
+    /// An ErrorResponse: a Query or Sync stays owed until its ReadyForQuery; any other
+    /// request failed, and the server skips everything after it up to the next Sync.
+    fn error(&mut self, body: &[u8]) -> (ServerEvent, Fate) {
+        self.copy = CopyState::None;
+        let event = if is_fatal(body) { ServerEvent::Fatal } else { ServerEvent::Other };
+        let front = self.queue.front().map(|p| p.request);
+        match front {
+            None | Some(Request::Query | Request::FunctionCall | Request::Sync) => {
+                let fate = match self.queue.front_mut() {
+                    Some(Pending { replies: Replies::DropAll, .. }) => Fate::Drop,
+                    Some(p @ Pending { replies: Replies::ReplaceError(_), .. }) => {
+                        // The query failed as intended; what follows it is the client's again.
+                        let Replies::ReplaceError(frame) = std::mem::take(&mut p.replies) else {
+                            return (event, Fate::Forward);
+                        };
+                        Fate::Replace(frame)
+                    }
+                    _ => Fate::Forward,
+                };
+                (event, fate)
+            }
+            Some(_) => {
+                let Some(failed) = self.queue.pop_front() else { return (event, Fate::Forward) };
+                let fate = match &failed.replies {
+                    Replies::ReplaceError(frame) => Fate::Replace(frame.clone()),
+                    _ => Fate::Forward,
+                };
+                self.settle(failed, false);
+                while let Some(p) = self.queue.front() {
+                    if p.request == Request::Sync {
+                        break;
+                    }
+                    if let Some(p) = self.queue.pop_front() {
+                        self.settle(p, false);
+                    }
+                }
+                self.skipping = self.queue.is_empty();
+                (event, fate)
+            }
         }
     }
 
@@ -128,10 +381,16 @@ impl ReplyTracker {
     /// COPY IN, the Syncs already queued behind it are ignored by the server, as are those the
     /// client sends before ending the copy.
     fn start_copy(&mut self, copy_in: bool) {
-        let Some(pos) = self.queue.iter().position(|&t| t == b'Q' || t == b'E') else { return };
+        let Some(pos) =
+            self.queue.iter().position(|p| matches!(p.request, Request::Query | Request::Execute))
+        else {
+            return;
+        };
         let mut i = pos;
-        if self.queue[pos] == b'E' {
-            self.queue.remove(pos);
+        if self.queue[pos].request == Request::Execute {
+            if let Some(p) = self.queue.remove(pos) {
+                self.settle(p, true);
+            }
         } else {
             i += 1;
         }
@@ -139,11 +398,11 @@ impl ReplyTracker {
             return;
         }
         while i < self.queue.len() {
-            match self.queue[i] {
-                b'S' => {
+            match self.queue[i].request {
+                Request::Sync => {
                     self.queue.remove(i);
                 }
-                b'c' | b'f' => {
+                Request::CopyEnd => {
                     self.queue.remove(i);
                     return;
                 }
@@ -167,19 +426,22 @@ impl ReplyTracker {
     }
 
     /// Whether a Sync is needed to close an extended-protocol exchange the client left open
-    /// (Execute sent, no Sync after it).
+    /// (a message other than Sync or Query last, or the server skipping until a Sync).
     pub fn needs_sync(&self) -> bool {
-        self.queue.back().is_some_and(|&t| !answered_by_ready(t))
+        self.skipping || self.queue.back().is_some_and(|p| !p.request.answered_by_ready())
     }
 
     /// Nothing owed, no COPY, no transaction: the server can serve anyone.
     pub fn is_quiescent(&self) -> bool {
-        self.queue.is_empty() && self.copy == CopyState::None && self.tx == TransactionStatus::Idle
+        self.queue.is_empty()
+            && self.copy == CopyState::None
+            && self.tx == TransactionStatus::Idle
+            && !self.skipping
     }
 
     /// Nothing owed and no COPY, though a transaction may be open.
     pub fn is_between_requests(&self) -> bool {
-        self.queue.is_empty() && self.copy == CopyState::None
+        self.queue.is_empty() && self.copy == CopyState::None && !self.skipping
     }
 }
 
@@ -194,11 +456,11 @@ mod tests {
     use super::*;
 
     fn client(t: &mut ReplyTracker, tags: &[u8]) {
-        tags.iter().for_each(|&g| t.client_sent(g));
+        tags.iter().for_each(|&g| t.client_sent(g, b""));
     }
 
     fn ready(t: &mut ReplyTracker, s: u8) -> ServerEvent {
-        t.server_sent(b'Z', &[s])
+        t.server_sent(b'Z', &[s]).0
     }
 
     #[test]
@@ -249,6 +511,8 @@ mod tests {
     fn extended_copy_in_with_data_already_sent() {
         let mut t = ReplyTracker::default();
         client(&mut t, b"PBESddcS");
+        t.server_sent(b'1', b"");
+        t.server_sent(b'2', b"");
         t.server_sent(b'G', b"");
         t.server_sent(b'C', b"");
         assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
@@ -270,7 +534,9 @@ mod tests {
         let mut t = ReplyTracker::default();
         client(&mut t, b"PBEH");
         assert!(t.needs_sync());
-        t.server_sent(b'C', b"");
+        for tag in [b'1', b'2', b'C'] {
+            t.server_sent(tag, b"");
+        }
         assert!(!t.has_pending());
         assert_eq!(ready(&mut t, b'I'), ServerEvent::Desync);
     }
@@ -279,6 +545,6 @@ mod tests {
     fn fatal_error_is_reported() {
         let mut t = ReplyTracker::default();
         client(&mut t, b"Q");
-        assert_eq!(t.server_sent(b'E', b"SFATAL\0VFATAL\0C57P01\0Mbye\0\0"), ServerEvent::Fatal);
+        assert_eq!(t.server_sent(b'E', b"SFATAL\0VFATAL\0C57P01\0Mbye\0\0").0, ServerEvent::Fatal);
     }
 }

@@ -21,6 +21,8 @@ use crate::cancel::CancelKey;
 use crate::config::PoolMode;
 use crate::net::ClientStream;
 use crate::pool::{Checkout, Pool};
+use crate::prepared::ClientStatements;
+use crate::server::tracker::{Pending, Replies, Request};
 use crate::server::ServerParams;
 use crate::server::CANCEL_SETTLE;
 
@@ -66,6 +68,8 @@ pub struct Session<'a> {
     pub server: Option<Checkout>,
     /// A `BEGIN` answered locally, to be sent ahead of the client's next statement.
     pub deferred_begin: Option<bytes::Bytes>,
+    /// The client's prepared statements, when the pool follows them across servers.
+    pub statements: Option<ClientStatements>,
 }
 
 impl Session<'_> {
@@ -121,6 +125,7 @@ impl Session<'_> {
                 analyzer: &self.app.analyzer,
                 state: &mut self.state,
                 pool: &self.pool,
+                statements: self.statements.as_mut(),
             });
             let end = relay::relay(
                 self.client,
@@ -180,6 +185,9 @@ impl Session<'_> {
                         }
                         _ => None,
                     };
+                    if local.is_none() && self.answer_statement_command(len) {
+                        continue;
+                    }
                     let local = local?;
                     self.answer_locally(local, len);
                     continue;
@@ -246,8 +254,14 @@ impl Session<'_> {
             // The client was told its BEGIN succeeded; the server hears it now, first, and
             // its reply is not passed on a second time.
             self.bufs.to_server.extend_from_slice(&begin);
-            conn.tracker.client_sent(wire::frontend::tag::QUERY);
-            conn.swallow_replies += 1;
+            // Like any simple query, it replaces the server's unnamed statement.
+            conn.statements.unnamed = None;
+            conn.tracker.push(Pending {
+                request: Request::Query,
+                replies: Replies::DropAll,
+                server_effect: None,
+                client_effect: None,
+            });
             conn.dirty = true;
         }
         self.server = Some(checkout);

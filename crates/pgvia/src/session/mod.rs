@@ -6,6 +6,7 @@
 
 mod client;
 mod error;
+mod local;
 mod login;
 mod relay;
 mod settings;
@@ -115,11 +116,15 @@ async fn logged_in(
 
     let mut bufs = relay::Buffers::new();
     bufs.from_client = std::mem::take(buf);
+    let statements = pool.client_statements();
     let mut session = client::Session {
         app,
         client: stream,
         pool,
-        state: state::SessionState::new(identity.settings.clone()),
+        state: state::SessionState {
+            statements_followed: statements.is_some(),
+            ..state::SessionState::new(identity.settings.clone())
+        },
         cancel,
         told,
         bufs,
@@ -127,6 +132,7 @@ async fn logged_in(
         shutdown: app.shutdown_watch(),
         server: None,
         deferred_begin: None,
+        statements,
     };
     session.run(out).await;
     // The client hears why it was closed before the server is reset, which may take a

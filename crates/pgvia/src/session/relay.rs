@@ -6,9 +6,10 @@
 //! many messages it carries. Frames are forwarded as the same bytes; nothing is re-encoded.
 
 use bytes::{Buf, BytesMut};
+use route::SessionEffect;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
-use wire::frontend::{self, FrontendMessage};
+use wire::frontend::{self, FrontendMessage, Target};
 use wire::FrameDecoder;
 
 use super::error::SessionError;
@@ -16,6 +17,10 @@ use super::state::SessionState;
 use crate::app::Phase;
 use crate::net::ClientStream;
 use crate::pool::Pool;
+use crate::prepared::forward::{write_answer, Forward, Sent, ServerSide};
+use crate::prepared::sql::SqlStatement;
+use crate::prepared::ClientStatements;
+use crate::server::tracker::{Answer, Fate};
 use crate::server::{ServerConn, ServerError, ServerEvent};
 
 /// Stop reading a side while this much is waiting to be written to the other: the slower
@@ -55,36 +60,20 @@ pub enum RelayEnd {
     Quiescent,
 }
 
-/// Transaction pooling: what the relay needs to follow the client's session state.
+/// Transaction pooling: what the relay needs to follow the client's session state and its
+/// prepared statements.
 pub struct Tracking<'a> {
     pub analyzer: &'a route::Analyzer,
     pub state: &'a mut SessionState,
     pub pool: &'a Pool,
+    /// `None` when the pool passes prepared statements through unchanged.
+    pub statements: Option<&'a mut ClientStatements>,
 }
 
 impl Tracking<'_> {
-    /// Reads what a Query or Parse may do to the session.
-    fn observe(&mut self, tag: u8, body: &[u8]) {
-        let analysis = match FrontendMessage::parse_body(tag, body) {
-            Ok(FrontendMessage::Query { sql }) => self.analyzer.analyze(sql, &[]),
-            Ok(FrontendMessage::Parse(p)) => {
-                // Parse carries few parameter types; keep them on the stack on this per-message
-                // path and allocate only for unusually many.
-                let mut stack = [0u32; 32];
-                let n = p.param_types.len();
-                if n <= stack.len() {
-                    for (slot, oid) in stack.iter_mut().zip(p.param_types.iter()) {
-                        *slot = oid;
-                    }
-                    self.analyzer.analyze(p.query, &stack[..n])
-                } else {
-                    let oids: Vec<u32> = p.param_types.iter().collect();
-                    self.analyzer.analyze(p.query, &oids)
-                }
-            }
-            _ => return,
-        };
-        let added = self.state.observe(&analysis);
+    /// Learns what a statement may do to the session.
+    fn observe(&mut self, analysis: &route::Analysis) {
+        let added = self.state.observe(analysis);
         for reason in added.reasons() {
             self.pool.stats.pins[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::info!(pool = %self.pool.name, reason = reason.as_str(), "client pinned to its server until the effect ends");
@@ -95,6 +84,87 @@ impl Tracking<'_> {
     fn may_release(&self) -> bool {
         self.state.pins.is_empty() || self.state.recheck_pins || self.state.settings_changed
     }
+
+    /// Sends one client frame that names a prepared statement, or runs a query; says whether
+    /// it stays in the run of frames forwarded as they came.
+    fn send(&mut self, server: &mut ServerConn, out: &mut BytesMut, run: &[u8], frame: &[u8]) -> Sent {
+        let (tag, body) = (frame[0], &frame[5..]);
+        let message = FrontendMessage::parse_body(tag, body);
+        let Some(statements) = self.statements.as_deref_mut() else {
+            // Prepared statements pass through unchanged; only their effects are followed.
+            server.tracker.client_sent(tag, body);
+            match message {
+                Ok(FrontendMessage::Query { sql }) => self.observe(&self.analyzer.analyze(sql, &[])),
+                Ok(FrontendMessage::Parse(p)) => self.observe(&analyze_parse(self.analyzer, &p)),
+                _ => {}
+            }
+            return Sent::AsIs;
+        };
+        let server = ServerSide { tracker: &mut server.tracker, statements: &mut server.statements };
+        let mut fwd = Forward { client: statements, server, out, analyzer: self.analyzer };
+        match message {
+            Ok(FrontendMessage::Parse(p)) => {
+                let (sent, stmt) = fwd.parse(run, &p);
+                if let Some(stmt) = stmt {
+                    self.observe(&stmt.analysis);
+                }
+                sent
+            }
+            Ok(FrontendMessage::Bind(b)) => fwd.bind(run, frame, b.statement),
+            Ok(FrontendMessage::Describe { target: Target::Statement, name }) => {
+                fwd.describe_statement(run, frame, name)
+            }
+            Ok(FrontendMessage::Close { target: Target::Statement, name }) => fwd.close_statement(run, name),
+            Ok(FrontendMessage::Query { sql }) => {
+                fwd.query();
+                let analysis = self.analyzer.analyze(sql, &[]);
+                let sent = match SqlStatement::of(sql, &analysis) {
+                    Some(SqlStatement::Prepare { name, span }) => fwd.prepare_sql(run, sql, name, span),
+                    Some(SqlStatement::Execute { name, span }) => fwd.execute_sql(run, sql, name, span),
+                    Some(SqlStatement::Deallocate { name }) => fwd.deallocate_sql(run, name),
+                    None => {
+                        if forgets_statements(&analysis) {
+                            fwd.forget_all();
+                        }
+                        fwd.server.tracker.client_sent(tag, body);
+                        Sent::AsIs
+                    }
+                };
+                self.observe(&analysis);
+                sent
+            }
+            _ => {
+                fwd.server.tracker.client_sent(tag, body);
+                Sent::AsIs
+            }
+        }
+    }
+}
+
+/// Analyses a Parse. Parse carries few parameter types; they stay on the stack on this
+/// per-message path, allocating only for unusually many.
+fn analyze_parse(analyzer: &route::Analyzer, p: &frontend::Parse<'_>) -> std::sync::Arc<route::Analysis> {
+    let mut stack = [0u32; 32];
+    let n = p.param_types.len();
+    if n <= stack.len() {
+        for (slot, oid) in stack.iter_mut().zip(p.param_types.iter()) {
+            *slot = oid;
+        }
+        analyzer.analyze(p.query, &stack[..n])
+    } else {
+        let oids: Vec<u32> = p.param_types.iter().collect();
+        analyzer.analyze(p.query, &oids)
+    }
+}
+
+/// Whether a query makes the server drop its prepared statements.
+fn forgets_statements(analysis: &route::Analysis) -> bool {
+    analysis.session_effects().any(|e| {
+        matches!(
+            e,
+            SessionEffect::Deallocate { name: None } | SessionEffect::Discard(route::DiscardTarget::All)
+        )
+    })
 }
 
 /// Moves the first `n` bytes of `src` to the end of `dst`, without copying when `dst` is
@@ -125,98 +195,154 @@ pub const RELAY_READ: usize = 8 * 1024;
 /// buffer grows when a client does send more.
 pub const IDLE_READ: usize = 2 * 1024;
 
-/// What a batch of client bytes held.
+/// How a batch of client bytes ended.
 struct ClientScan {
-    /// Bytes of whole, valid frames to forward.
-    forward: usize,
     terminated: bool,
     error: Option<SessionError>,
+    /// pgvia answered a whole query (ReadyForQuery included) in the server's place.
+    answered_query: bool,
 }
 
+/// Checks the whole client frames read so far and moves them to the server's write buffer,
+/// rewritten where prepared statements need it; pgvia's own answers go to the client's.
 fn scan_client(
-    buf: &[u8],
+    bufs: &mut Buffers,
     decoder: &FrameDecoder,
     server: &mut ServerConn,
     mut tracking: Option<&mut Tracking<'_>>,
 ) -> ClientScan {
+    let Buffers { from_client, to_server, to_client } = bufs;
+    let buf = &from_client[..];
     let mut pos = 0;
-    loop {
+    // Start of the frames not yet moved: runs of frames that go as they came move in one copy.
+    let mut run_start = 0;
+    let mut end = loop {
         let len = match decoder.peek_len(&buf[pos..]) {
             Ok(Some(len)) => len,
-            Ok(None) => return ClientScan { forward: pos, terminated: false, error: None },
-            Err(e) => return ClientScan { forward: pos, terminated: false, error: Some(e.into()) },
+            Ok(None) => break ClientScan { terminated: false, error: None, answered_query: false },
+            Err(e) => break ClientScan { terminated: false, error: Some(e.into()), answered_query: false },
         };
         let tag = buf[pos];
-        let body = &buf[pos + 5..pos + len];
+        let frame = &buf[pos..pos + len];
         if tag == frontend::tag::TERMINATE {
-            return ClientScan { forward: pos, terminated: true, error: None };
+            break ClientScan { terminated: true, error: None, answered_query: false };
         }
         // CopyData bodies are opaque; every other message is checked before a server sees it.
         if tag != frontend::tag::COPY_DATA {
-            if let Err(e) = FrontendMessage::parse_body(tag, body) {
-                return ClientScan { forward: pos, terminated: false, error: Some(e.into()) };
+            if let Err(e) = FrontendMessage::parse_body(tag, &frame[5..]) {
+                break ClientScan { terminated: false, error: Some(e.into()), answered_query: false };
             }
         }
-        if let (Some(t), frontend::tag::QUERY | frontend::tag::PARSE) = (tracking.as_deref_mut(), tag) {
-            t.observe(tag, body);
-        }
-        server.tracker.client_sent(tag);
+        let sent = match tracking.as_deref_mut() {
+            Some(t) if matches!(tag, b'P' | b'B' | b'D' | b'C' | b'Q') => {
+                t.send(server, to_server, &buf[run_start..pos], frame)
+            }
+            _ => {
+                server.tracker.client_sent(tag, &frame[5..]);
+                Sent::AsIs
+            }
+        };
+        tracing::trace!(tag = %char::from(tag), ?sent, "client frame");
         pos += len;
+        if sent == Sent::Replaced {
+            run_start = pos;
+        }
+    };
+    if run_start == 0 {
+        move_prefix(from_client, to_server, pos);
+    } else {
+        to_server.extend_from_slice(&from_client[run_start..pos]);
+        from_client.advance(pos);
     }
+    end.answered_query = answer_in_servers_place(server, to_client);
+    server.settle_statements(tracking.and_then(|t| t.statements.as_deref_mut()));
+    end
+}
+
+/// Gives the replies pgvia owes in the server's place whose turn has come.
+/// Returns whether the last of them answered a whole query.
+fn answer_in_servers_place(server: &mut ServerConn, to_client: &mut BytesMut) -> bool {
+    let mut whole_query = false;
+    while let Some(answer) = server.tracker.take_answered() {
+        whole_query = matches!(answer, Answer::Command(..));
+        write_answer(to_client, answer);
+    }
+    whole_query
 }
 
 /// What a batch of server bytes held.
 struct ServerScan {
-    forward: usize,
-    /// Length of a frame after `forward` that belongs to an injected statement's reply and
-    /// must be dropped, or 0.
-    swallow: usize,
     fatal: bool,
     /// A ReadyForQuery was among the frames.
     ready: bool,
     error: Option<ServerError>,
 }
 
-fn scan_server(buf: &[u8], server: &mut ServerConn) -> ServerScan {
+/// Moves the whole server frames read so far to the client's write buffer, dropping replies
+/// to pgvia's own messages and adding the replies pgvia gives in the server's place.
+fn scan_server(read_buf: &mut BytesMut, to_client: &mut BytesMut, server: &mut ServerConn) -> ServerScan {
     let decoder = server.decoder;
+    let mut scan = ServerScan { fatal: false, ready: false, error: None };
+    let buf = &read_buf[..];
     let mut pos = 0;
-    let mut fatal = false;
-    let mut ready = false;
+    let mut run_start = 0;
     loop {
         let len = match decoder.peek_len(&buf[pos..]) {
             Ok(Some(len)) => len,
-            Ok(None) => return ServerScan { forward: pos, swallow: 0, fatal, ready, error: None },
-            Err(e) => return ServerScan { forward: pos, swallow: 0, fatal, ready, error: Some(e.into()) },
+            Ok(None) => break,
+            Err(e) => {
+                scan.error = Some(e.into());
+                break;
+            }
         };
         let tag = buf[pos];
         let body = &buf[pos + 5..pos + len];
         if tag == wire::backend::tag::PARAMETER_STATUS {
             if let Err(e) = server.observe_body(tag, body) {
-                return ServerScan { forward: pos, swallow: 0, fatal, ready, error: Some(e) };
+                scan.error = Some(e);
+                break;
             }
         }
-        match server.tracker.server_sent(tag, body) {
-            ServerEvent::Fatal => fatal = true,
+        let (event, fate) = server.tracker.server_sent(tag, body);
+        tracing::trace!(tag = %char::from(tag), ?fate, ?event, "server frame");
+        match event {
+            ServerEvent::Fatal => scan.fatal = true,
             ServerEvent::Desync => {
-                return ServerScan {
-                    forward: pos,
-                    swallow: 0,
-                    fatal,
-                    ready,
-                    error: Some(ServerError::Desync("ReadyForQuery without a pending request")),
-                }
+                scan.error = Some(ServerError::Desync("a reply that answers no pending request"));
+                break;
             }
-            ServerEvent::Ready { .. } => ready = true,
+            ServerEvent::Ready { .. } => scan.ready = true,
             ServerEvent::Other => {}
         }
-        if server.swallow_replies > 0 {
-            if tag == wire::backend::tag::READY_FOR_QUERY {
-                server.swallow_replies -= 1;
+        let answered = server.tracker.take_answered();
+        match fate {
+            Fate::Forward if answered.is_none() => pos += len,
+            Fate::Forward => {
+                pos += len;
+                to_client.extend_from_slice(&buf[run_start..pos]);
+                run_start = pos;
             }
-            return ServerScan { forward: pos, swallow: len, fatal, ready, error: None };
+            Fate::Drop | Fate::Replace(_) => {
+                to_client.extend_from_slice(&buf[run_start..pos]);
+                if let Fate::Replace(frame) = fate {
+                    to_client.extend_from_slice(&frame);
+                }
+                pos += len;
+                run_start = pos;
+            }
         }
-        pos += len;
+        if let Some(answer) = answered {
+            write_answer(to_client, answer);
+            answer_in_servers_place(server, to_client);
+        }
     }
+    if run_start == 0 {
+        move_prefix(read_buf, to_client, pos);
+    } else {
+        to_client.extend_from_slice(&read_buf[run_start..pos]);
+        read_buf.advance(pos);
+    }
+    scan
 }
 
 /// Moves the whole, valid client frames read so far to the server's write buffer. On
@@ -231,10 +357,14 @@ async fn take_client_frames(
         return None;
     }
     server.dirty = true;
-    let scan = scan_client(&bufs.from_client, decoder, server, tracking);
-    move_prefix(&mut bufs.from_client, &mut bufs.to_server, scan.forward);
+    let mut tracking = tracking;
+    let scan = scan_client(bufs, decoder, server, tracking.as_deref_mut());
+    let releasable = tracking.as_ref().is_some_and(|t| t.may_release());
     if !scan.terminated && scan.error.is_none() {
-        return None;
+        // pgvia answered the client's query itself and the server owes nothing: it can go
+        // back now rather than wait for the client's next message.
+        let done = server.tracker.is_quiescent() && bufs.to_server.is_empty() && bufs.from_client.is_empty();
+        return (releasable && scan.answered_query && done).then_some(RelayEnd::Quiescent);
     }
     // Whatever came before the end is forwarded; the reset that follows collects the replies.
     if let Err(e) = server.stream.write_all(&bufs.to_server).await {
@@ -296,16 +426,10 @@ pub async fn relay(
                     Ok(_) => {}
                 }
                 let mut read_buf = std::mem::take(&mut server.read_buf);
-                let scan = loop {
-                    let scan = scan_server(&read_buf, server);
-                    move_prefix(&mut read_buf, &mut bufs.to_client, scan.forward);
-                    server_fatal |= scan.fatal;
-                    if scan.swallow == 0 {
-                        break scan;
-                    }
-                    read_buf.advance(scan.swallow);
-                };
+                let scan = scan_server(&mut read_buf, &mut bufs.to_client, server);
                 server.read_buf = read_buf;
+                server_fatal |= scan.fatal;
+                server.settle_statements(tracking.as_mut().and_then(|t| t.statements.as_deref_mut()));
                 if let Some(error) = scan.error {
                     server.broken = true;
                     let _ = cw.write_all(&bufs.to_client).await;

@@ -106,9 +106,10 @@ pub async fn open(app: &App, mut tcp: TcpStream) -> Result<Option<Opening>, Sess
                 return Ok(Some(Opening::Refused { stream, error }));
             }
             StartupPacket::Cancel { process_id, secret } => {
-                if let Some(target) = app.cancels.lookup(process_id, &secret) {
-                    if let Err(e) = crate::cancel::forward(&target, app.cancel_timeout()).await {
-                        tracing::warn!(error = %e, server = %target.server, "could not forward cancel request");
+                if let Some(cancel) = app.cancels.lookup(process_id, &secret) {
+                    let server = cancel.target.server;
+                    if let Err(e) = crate::cancel::forward(cancel, app.cancel_timeout()).await {
+                        tracing::warn!(error = %e, %server, "could not forward cancel request");
                     }
                 } else {
                     tracing::debug!(process_id, "cancel request with an unknown key ignored");

@@ -91,6 +91,9 @@ pub struct SessionState {
     pub pins: Pins,
     /// A statement may have released a pin: ask the server what is still held.
     pub recheck_pins: bool,
+    /// pgvia follows the client's prepared statements across servers (transaction mode), so
+    /// SQL `PREPARE` needs no dedicated server.
+    pub statements_followed: bool,
 }
 
 impl SessionState {
@@ -138,7 +141,8 @@ impl SessionState {
             SessionEffect::TempTable { .. } => {}
             SessionEffect::HoldCursor { .. } => self.pins.insert(HoldCursor),
             SessionEffect::CloseCursor { .. } => self.recheck_pins = true,
-            SessionEffect::Prepare { .. } => self.pins.insert(SqlPrepare),
+            SessionEffect::Prepare { .. } if !self.statements_followed => self.pins.insert(SqlPrepare),
+            SessionEffect::Prepare { .. } => {}
             SessionEffect::Deallocate { .. } => self.recheck_pins = true,
             SessionEffect::Discard(DiscardTarget::All) => {
                 self.settings_changed = true;
@@ -201,7 +205,7 @@ pub fn pin_check_query(pool_user: &str) -> String {
          EXISTS (SELECT 1 FROM pg_catalog.pg_listening_channels()), \
          EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = pg_catalog.pg_my_temp_schema()), \
          EXISTS (SELECT 1 FROM pg_catalog.pg_cursors WHERE is_holdable), \
-         EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements WHERE from_sql), \
+         EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements WHERE from_sql AND name NOT LIKE 'pgvia\\_%'), \
          (current_user <> session_user OR session_user <> '{user}')"
     );
     sql

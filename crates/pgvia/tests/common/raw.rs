@@ -127,6 +127,34 @@ pub fn bind(portal: &str, statement: &str, params: &[Option<&str>]) -> Vec<u8> {
     frame(b'B', &b)
 }
 
+/// Parse with declared parameter types.
+pub fn parse_typed(name: &str, sql: &str, types: &[u32]) -> Vec<u8> {
+    let mut b = Vec::new();
+    cstr(&mut b, name);
+    cstr(&mut b, sql);
+    b.put_i16(i16::try_from(types.len()).expect("few types"));
+    for t in types {
+        b.put_u32(*t);
+    }
+    frame(b'P', &b)
+}
+
+pub fn describe_statement(name: &str) -> Vec<u8> {
+    let mut b = vec![b'S'];
+    cstr(&mut b, name);
+    frame(b'D', &b)
+}
+
+pub fn close_statement(name: &str) -> Vec<u8> {
+    let mut b = vec![b'S'];
+    cstr(&mut b, name);
+    frame(b'C', &b)
+}
+
+pub fn flush() -> Vec<u8> {
+    frame(b'H', &[])
+}
+
 pub fn describe_portal(portal: &str) -> Vec<u8> {
     let mut b = vec![b'P'];
     cstr(&mut b, portal);

@@ -1,0 +1,146 @@
+//! One client's prepared statements: its own names, each pointing at a shared [`Statement`].
+//!
+//! Bind, Describe and Close resolve here with one lookup and no lock. The map lives and dies
+//! with the session; dropping it gives back the references it took.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::registry::{statement_hash, Registry, Statement};
+
+type Names = HashMap<Box<str>, Arc<Statement>, foldhash::fast::FixedState>;
+
+/// How many recently parsed statements a client remembers by identity, so re-parsing the same
+/// text (a driver's unnamed statement, a new name for a known query) takes no lock.
+const RECENT: usize = 8;
+
+pub struct ClientStatements {
+    registry: Arc<Registry>,
+    named: Names,
+    unnamed: Option<Arc<Statement>>,
+    recent: [Option<Arc<Statement>>; RECENT],
+    next_recent: usize,
+}
+
+/// A Parse for a name the client already uses.
+#[derive(Debug)]
+pub struct DuplicateName;
+
+impl ClientStatements {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self { registry, named: Names::default(), unnamed: None, recent: Default::default(), next_recent: 0 }
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The statement a client name (empty for the unnamed statement) refers to.
+    pub fn get(&self, name: &str) -> Option<&Arc<Statement>> {
+        if name.is_empty() {
+            self.unnamed.as_ref()
+        } else {
+            self.named.get(name)
+        }
+    }
+
+    /// Finds or registers the statement for a Parse, in three tiers: this client's recent
+    /// statements (no lock), the registry (read lock), a new registration (write lock).
+    pub fn resolve(
+        &mut self,
+        query: &str,
+        param_types: wire::frontend::Oids<'_>,
+        analyze: impl FnOnce() -> Arc<route::Analysis>,
+    ) -> Arc<Statement> {
+        let hash = statement_hash(query, param_types);
+        let recent = self.recent.iter().flatten().find(|s| s.matches(hash, query, param_types));
+        if let Some(found) = recent {
+            self.registry.stats.client_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let found = found.clone();
+            self.registry.add_client_ref(&found);
+            return found;
+        }
+        let stmt = self.registry.acquire(query, param_types, hash, analyze);
+        self.recent[self.next_recent] = Some(stmt.clone());
+        self.next_recent = (self.next_recent + 1) % RECENT;
+        stmt
+    }
+
+    /// Maps `name` to `stmt`, whose client reference the caller took (by [`Self::resolve`]).
+    /// Returns what the name meant before (the unnamed statement is simply replaced), for
+    /// undoing. A name already in use is refused, as PostgreSQL does, and the reference given
+    /// back.
+    pub fn bind_name(
+        &mut self,
+        name: &str,
+        stmt: Arc<Statement>,
+    ) -> Result<Option<Arc<Statement>>, DuplicateName> {
+        if name.is_empty() {
+            return Ok(self.unnamed.replace(stmt));
+        }
+        if self.named.contains_key(name) {
+            self.registry.release_client(&stmt);
+            return Err(DuplicateName);
+        }
+        self.named.insert(name.into(), stmt);
+        Ok(None)
+    }
+
+    /// Forgets a name (Close). Returns the statement it meant; the caller owns its reference
+    /// (to keep for undoing, or to release).
+    pub fn unbind(&mut self, name: &str) -> Option<Arc<Statement>> {
+        if name.is_empty() {
+            self.unnamed.take()
+        } else {
+            self.named.remove(name)
+        }
+    }
+
+    /// Puts a name back to what it meant before an undone Parse or Close.
+    pub fn restore(&mut self, name: &str, prev: Option<Arc<Statement>>) {
+        let current = match (name.is_empty(), prev) {
+            (true, prev) => std::mem::replace(&mut self.unnamed, prev),
+            (false, Some(prev)) => self.named.insert(name.into(), prev),
+            (false, None) => self.named.remove(name),
+        };
+        if let Some(s) = current {
+            self.registry.release_client(&s);
+        }
+    }
+
+    /// Gives back a reference the caller held (a closed statement whose Close succeeded).
+    pub fn release(&self, stmt: &Statement) {
+        self.registry.release_client(stmt);
+    }
+
+    /// Forgets every name (`DEALLOCATE ALL`, `DISCARD ALL`).
+    pub fn clear(&mut self) {
+        for (_, s) in self.named.drain() {
+            self.registry.release_client(&s);
+        }
+        if let Some(s) = self.unnamed.take() {
+            self.registry.release_client(&s);
+        }
+    }
+
+    /// The simple-query protocol replaces the unnamed statement.
+    pub fn drop_unnamed(&mut self) {
+        if let Some(s) = self.unnamed.take() {
+            self.registry.release_client(&s);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.named.len() + usize::from(self.unnamed.is_some())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for ClientStatements {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}

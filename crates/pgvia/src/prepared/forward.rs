@@ -1,0 +1,444 @@
+//! Sending a client's statement messages to whichever server it holds now.
+//!
+//! Named statements are renamed to pgvia's (`pgvia_<id>`), so clients can never see each
+//! other's names and a server can serve every client that uses the same query. A client's
+//! unnamed statement stays unnamed on the server (its planning differs from a named one's),
+//! re-parsed there when the server's unnamed slot holds something else.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use wire::build::{self, ErrorFields};
+use wire::frontend::{tag, Oids, Parse};
+use wire::sqlstate::SqlState;
+
+use super::ServerStatements;
+use std::ops::Range;
+
+use super::sql::{with_name, SQL_PREPARE_KEY};
+use super::{ClientEffect, ClientStatements, ServerEffect, Statement};
+use crate::server::tracker::{Answer, Pending, Replies, ReplyTracker, Request};
+use wire::backend::TransactionStatus;
+
+/// What of a server connection statement handling needs (no socket: testable alone).
+pub struct ServerSide<'a> {
+    pub tracker: &'a mut ReplyTracker,
+    pub statements: &'a mut ServerStatements,
+}
+
+/// What became of a client frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// It goes to the server unchanged, with the frames around it; the tracker has it.
+    AsIs,
+    /// pgvia wrote what the server gets instead (possibly nothing), after the frames before it.
+    Replaced,
+}
+
+/// A name no statement ever has (ids start at 1): describing it fails on any server.
+const NO_SUCH_STATEMENT: &[u8] = b"pgvia_0\0";
+
+pub struct Forward<'a> {
+    pub client: &'a mut ClientStatements,
+    /// The server's expected-reply queue and the statements it holds.
+    pub server: ServerSide<'a>,
+    /// The server's write buffer.
+    pub out: &'a mut BytesMut,
+    pub analyzer: &'a route::Analyzer,
+}
+
+impl Forward<'_> {
+    /// A Parse. Returns the statement it names, for the session to learn what it does.
+    pub fn parse(&mut self, run: &[u8], p: &Parse<'_>) -> (Sent, Option<Arc<Statement>>) {
+        if self.server.tracker.is_skipping() {
+            self.server.tracker.client_sent(tag::PARSE, &[]);
+            return (Sent::AsIs, None);
+        }
+        let analyzer = self.analyzer;
+        let stmt = self.client.resolve(p.query, p.param_types, || {
+            let oids: Vec<u32> = p.param_types.iter().collect();
+            analyzer.analyze(p.query, &oids)
+        });
+        let prev = match self.client.bind_name(p.name, stmt.clone()) {
+            Ok(prev) => prev,
+            Err(super::DuplicateName) => {
+                let message = format!("prepared statement \"{}\" already exists", p.name);
+                fail(&mut self.server, self.out, run, SqlState::DUPLICATE_PREPARED_STATEMENT, &message);
+                return (Sent::Replaced, None);
+            }
+        };
+        let client_effect = Some(ClientEffect::Bound { name: p.name.into(), prev });
+        let stats = &self.client.registry().stats;
+        let held = if p.name.is_empty() {
+            self.server.statements.unnamed == Some(stmt.id)
+        } else {
+            self.server.statements.holds(&stmt)
+        };
+        if held {
+            // The server already has exactly this statement: answer in its place.
+            stats.parses_skipped.fetch_add(1, Ordering::Relaxed);
+            self.server.tracker.push(Pending {
+                request: Request::Answered(wire::backend::tag::PARSE_COMPLETE),
+                replies: Replies::Forward,
+                server_effect: None,
+                client_effect,
+            });
+            self.out.extend_from_slice(run);
+            return (Sent::Replaced, Some(stmt));
+        }
+        if p.name.is_empty() {
+            let prev = self.server.statements.unnamed.replace(stmt.id);
+            self.server.tracker.push(Pending {
+                request: Request::Parse,
+                replies: Replies::Forward,
+                server_effect: Some(ServerEffect::Unnamed { prev }),
+                client_effect,
+            });
+            return (Sent::AsIs, Some(stmt));
+        }
+        self.out.extend_from_slice(run);
+        evict_for(&mut self.server, self.out, &stmt);
+        stmt.write_parse(self.out, stmt.server_name_cstr());
+        self.server.tracker.push(Pending {
+            request: Request::Parse,
+            replies: Replies::Forward,
+            server_effect: Some(ServerEffect::Prepared(stmt.id)),
+            client_effect,
+        });
+        (Sent::Replaced, Some(stmt))
+    }
+
+    /// A Bind: the statement it names is brought to the server if missing, and renamed.
+    pub fn bind(&mut self, run: &[u8], frame: &[u8], statement: &str) -> Sent {
+        self.use_statement(run, frame, statement, Request::Bind, |out, stmt, frame| {
+            let body = &frame[5..];
+            let Some(portal_end) = memchr(body) else { return false };
+            let Some(name_len) = memchr(&body[portal_end + 1..]) else { return false };
+            let rest = &body[portal_end + 1 + name_len + 1..];
+            let name = stmt.server_name_cstr();
+            out.put_u8(tag::BIND);
+            out.put_i32((4 + portal_end + 1 + name.len() + rest.len()) as i32);
+            out.put_slice(&body[..=portal_end]);
+            out.put_slice(name);
+            out.put_slice(rest);
+            true
+        })
+    }
+
+    /// A Describe of a statement.
+    pub fn describe_statement(&mut self, run: &[u8], frame: &[u8], statement: &str) -> Sent {
+        let request = Request::DescribeStatement { params_seen: false };
+        self.use_statement(run, frame, statement, request, |out, stmt, _| {
+            let name = stmt.server_name_cstr();
+            out.put_u8(tag::DESCRIBE);
+            out.put_i32((4 + 1 + name.len()) as i32);
+            out.put_u8(b'S');
+            out.put_slice(name);
+            true
+        })
+    }
+
+    /// A Close of a statement: only the client's name goes; the server keeps the statement
+    /// for whoever uses it next, and pgvia answers.
+    pub fn close_statement(&mut self, run: &[u8], name: &str) -> Sent {
+        if self.server.tracker.is_skipping() {
+            self.server.tracker.client_sent(tag::CLOSE, b"S");
+            return Sent::AsIs;
+        }
+        let client_effect =
+            self.client.unbind(name).map(|stmt| ClientEffect::Closed { name: name.into(), stmt });
+        self.server.tracker.push(Pending {
+            request: Request::Answered(wire::backend::tag::CLOSE_COMPLETE),
+            replies: Replies::Forward,
+            server_effect: None,
+            client_effect,
+        });
+        self.out.extend_from_slice(run);
+        Sent::Replaced
+    }
+
+    /// A simple query replaces the unnamed statement, the client's and the server's.
+    pub fn query(&mut self) {
+        self.client.drop_unnamed();
+        self.server.statements.unnamed = None;
+    }
+
+    /// The server forgot every prepared statement (the client ran `DEALLOCATE ALL` or
+    /// `DISCARD ALL`), and so did the client.
+    pub fn forget_all(&mut self) {
+        self.client.clear();
+        self.server.statements.clear();
+    }
+
+    /// SQL `PREPARE`, the client's name at `span` in `sql`: recorded under the client's
+    /// name, made on the server under pgvia's unless the server has it already (then pgvia
+    /// answers).
+    pub fn prepare_sql(&mut self, run: &[u8], sql: &str, name: &str, span: Range<usize>) -> Sent {
+        if self.server.tracker.is_skipping() {
+            self.server.tracker.client_sent(tag::QUERY, &[]);
+            return Sent::AsIs;
+        }
+        let key = format!("{SQL_PREPARE_KEY}{}", &sql[span.end..]);
+        let analyzer = self.analyzer;
+        let stmt = self.client.resolve(&key, Oids::new(&[]), || analyzer.analyze(sql, &[]));
+        let prev = match self.client.bind_name(name, stmt.clone()) {
+            Ok(prev) => prev,
+            Err(super::DuplicateName) => {
+                let message = format!("prepared statement \"{name}\" already exists");
+                fail_query(&mut self.server, self.out, run, &message);
+                return Sent::Replaced;
+            }
+        };
+        let client_effect = Some(ClientEffect::Bound { name: name.into(), prev });
+        self.out.extend_from_slice(run);
+        if self.server.statements.holds(&stmt) {
+            self.client.registry().stats.parses_skipped.fetch_add(1, Ordering::Relaxed);
+            self.server.tracker.push(Pending {
+                request: Request::AnsweredCommand("PREPARE"),
+                replies: Replies::Forward,
+                server_effect: None,
+                client_effect,
+            });
+            return Sent::Replaced;
+        }
+        evict_for(&mut self.server, self.out, &stmt);
+        send_query(&mut self.server, self.out, &stmt.sql_prepare().unwrap_or_default());
+        self.server.tracker.push(Pending {
+            request: Request::Query,
+            replies: Replies::Forward,
+            server_effect: Some(ServerEffect::Prepared(stmt.id)),
+            client_effect,
+        });
+        Sent::Replaced
+    }
+
+    /// SQL `EXECUTE` of a statement the client prepared: renamed, with the statement made on
+    /// the server first if it lacks it.
+    pub fn execute_sql(&mut self, run: &[u8], sql: &str, name: &str, span: Range<usize>) -> Sent {
+        let registry = self.client.registry();
+        let server = &mut self.server;
+        let stmt = match self.client.get(name) {
+            Some(s) if !server.tracker.is_skipping() => s,
+            _ => {
+                server.tracker.client_sent(tag::QUERY, &[]);
+                return Sent::AsIs;
+            }
+        };
+        self.out.extend_from_slice(run);
+        if !server.statements.holds(stmt) {
+            evict_for(server, self.out, stmt);
+            inject_parse(
+                server,
+                self.out,
+                registry,
+                stmt,
+                stmt.server_name_cstr(),
+                ServerEffect::Prepared(stmt.id),
+            );
+        }
+        send_query(server, self.out, &with_name(sql, &span, stmt.server_name()));
+        server.tracker.push(Pending::plain(Request::Query));
+        Sent::Replaced
+    }
+
+    /// SQL `DEALLOCATE name` (or `ALL` when `None`): only the client's names go; the server
+    /// keeps its statements for other clients, and pgvia answers.
+    pub fn deallocate_sql(&mut self, run: &[u8], name: Option<&str>) -> Sent {
+        if self.server.tracker.is_skipping() {
+            self.server.tracker.client_sent(tag::QUERY, &[]);
+            return Sent::AsIs;
+        }
+        let (tag, client_effect) = match name {
+            None => {
+                self.client.clear();
+                ("DEALLOCATE ALL", None)
+            }
+            Some(name) => match self.client.unbind(name) {
+                Some(stmt) => ("DEALLOCATE", Some(ClientEffect::Closed { name: name.into(), stmt })),
+                // The server reports the unknown name as PostgreSQL would.
+                None => {
+                    self.server.tracker.client_sent(tag::QUERY, &[]);
+                    return Sent::AsIs;
+                }
+            },
+        };
+        self.out.extend_from_slice(run);
+        self.server.tracker.push(Pending {
+            request: Request::AnsweredCommand(tag),
+            replies: Replies::Forward,
+            server_effect: None,
+            client_effect,
+        });
+        Sent::Replaced
+    }
+
+    /// Sends a message that uses a statement: as it came when the statement is the server's
+    /// unnamed one already, otherwise with the statement parsed first and, for a named one,
+    /// renamed by `rename`. Borrows the statement from the client's map (no reference count
+    /// traffic on this per-message path).
+    fn use_statement(
+        &mut self,
+        run: &[u8],
+        frame: &[u8],
+        name: &str,
+        request: Request,
+        rename: impl FnOnce(&mut BytesMut, &Statement, &[u8]) -> bool,
+    ) -> Sent {
+        let registry = self.client.registry();
+        let server = &mut self.server;
+        let out = &mut *self.out;
+        let stmt = match self.client.get(name) {
+            Some(s) if !server.tracker.is_skipping() => s,
+            // A name the client never prepared: the server reports it as PostgreSQL would,
+            // except that an unnamed slot holding someone else's statement must not be used.
+            None if name.is_empty() && server.statements.unnamed.is_some() => {
+                fail(
+                    server,
+                    out,
+                    run,
+                    SqlState::INVALID_SQL_STATEMENT_NAME,
+                    "unnamed prepared statement does not exist",
+                );
+                return Sent::Replaced;
+            }
+            _ => {
+                server.tracker.push(Pending::plain(request));
+                return Sent::AsIs;
+            }
+        };
+        if name.is_empty() {
+            if server.statements.unnamed == Some(stmt.id) {
+                server.tracker.push(Pending::plain(request));
+                return Sent::AsIs;
+            }
+            out.extend_from_slice(run);
+            let prev = server.statements.unnamed.replace(stmt.id);
+            inject_parse(server, out, registry, stmt, b"\0", ServerEffect::Unnamed { prev });
+            out.extend_from_slice(frame);
+            server.tracker.push(Pending::plain(request));
+            return Sent::Replaced;
+        }
+        out.extend_from_slice(run);
+        if !server.statements.holds(stmt) {
+            evict_for(server, out, stmt);
+            inject_parse(
+                server,
+                out,
+                registry,
+                stmt,
+                stmt.server_name_cstr(),
+                ServerEffect::Prepared(stmt.id),
+            );
+        }
+        if !rename(out, stmt, frame) {
+            // Unreachable for a frame that passed validation; send it as it came.
+            out.extend_from_slice(frame);
+        }
+        server.tracker.push(Pending::plain(request));
+        Sent::Replaced
+    }
+}
+
+fn inject_parse(
+    server: &mut ServerSide<'_>,
+    out: &mut BytesMut,
+    registry: &super::Registry,
+    stmt: &Statement,
+    name_cstr: &[u8],
+    effect: ServerEffect,
+) {
+    registry.stats.injected_parses.fetch_add(1, Ordering::Relaxed);
+    let request = match stmt.sql_prepare() {
+        Some(prepare) => {
+            send_query(server, out, &prepare);
+            Request::Query
+        }
+        None => {
+            stmt.write_parse(out, name_cstr);
+            Request::Parse
+        }
+    };
+    server.tracker.push(Pending {
+        request,
+        replies: Replies::DropSuccess,
+        server_effect: Some(effect),
+        client_effect: None,
+    });
+}
+
+/// Records `stmt` as held by the server, closing there the statement it displaces.
+fn evict_for(server: &mut ServerSide<'_>, out: &mut BytesMut, stmt: &Arc<Statement>) {
+    let Some(evicted) = server.statements.insert(stmt) else { return };
+    let name = evicted.server_name_cstr();
+    out.put_u8(tag::CLOSE);
+    out.put_i32((4 + 1 + name.len()) as i32);
+    out.put_u8(b'S');
+    out.put_slice(name);
+    server.tracker.push(Pending {
+        request: Request::Close,
+        replies: Replies::DropSuccess,
+        server_effect: Some(ServerEffect::Evicted(evicted)),
+        client_effect: None,
+    });
+}
+
+/// Writes a simple query of pgvia's; like any simple query, it replaces the server's
+/// unnamed statement.
+fn send_query(server: &mut ServerSide<'_>, out: &mut BytesMut, sql: &str) {
+    build::query(out, sql);
+    server.statements.unnamed = None;
+}
+
+/// As [`fail`], for a simple query: a `DEALLOCATE` of a name no statement has.
+fn fail_query(server: &mut ServerSide<'_>, out: &mut BytesMut, run: &[u8], message: &str) {
+    out.extend_from_slice(run);
+    send_query(server, out, "DEALLOCATE pgvia_0");
+    let mut error = BytesMut::new();
+    ErrorFields::error(SqlState::DUPLICATE_PREPARED_STATEMENT, message).write(&mut error);
+    server.tracker.push(Pending {
+        request: Request::Query,
+        replies: Replies::ReplaceError(Bytes::from(error)),
+        server_effect: None,
+        client_effect: None,
+    });
+}
+
+/// Makes the server fail in the client message's place, so it skips to the next Sync and
+/// aborts an open transaction exactly as for the client's own error, and gives the client
+/// the error PostgreSQL would have given.
+fn fail(server: &mut ServerSide<'_>, out: &mut BytesMut, run: &[u8], code: SqlState, message: &str) {
+    out.extend_from_slice(run);
+    out.put_u8(tag::DESCRIBE);
+    out.put_i32((4 + 1 + NO_SUCH_STATEMENT.len()) as i32);
+    out.put_u8(b'S');
+    out.put_slice(NO_SUCH_STATEMENT);
+    let mut error = BytesMut::new();
+    ErrorFields::error(code, message).write(&mut error);
+    server.tracker.push(Pending {
+        request: Request::DescribeStatement { params_seen: false },
+        replies: Replies::ReplaceError(Bytes::from(error)),
+        server_effect: None,
+        client_effect: None,
+    });
+}
+
+fn memchr(b: &[u8]) -> Option<usize> {
+    b.iter().position(|&c| c == 0)
+}
+
+/// A reply pgvia gives in the server's place.
+pub fn write_answer(out: &mut BytesMut, answer: Answer) {
+    match answer {
+        Answer::Empty(tag) => build::frame(out, tag, |_| {}),
+        Answer::Command(_, TransactionStatus::Failed) => {
+            let message = "current transaction is aborted, commands ignored until end of transaction block";
+            ErrorFields::error(SqlState::IN_FAILED_SQL_TRANSACTION, message).write(out);
+            build::ready_for_query(out, TransactionStatus::Failed.as_byte());
+        }
+        Answer::Command(tag, status) => {
+            build::command_complete(out, tag);
+            build::ready_for_query(out, status.as_byte());
+        }
+    }
+}

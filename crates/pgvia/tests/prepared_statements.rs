@@ -1,0 +1,368 @@
+//! Prepared statements in transaction mode: clients keep their statement names while their
+//! transactions run on whichever server is free, and see exactly what PostgreSQL would show
+//! them on a server of their own.
+
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::raw::{self, Msg, RawConn};
+use common::{connect, start_pg, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
+use futures_util::future::join_all;
+
+fn transaction_config(pg: &harness::Cluster, pool_size: u32) -> ConfigBuilder {
+    ConfigBuilder::new(pg)
+        .pool("pool_mode = \"transaction\"")
+        .pool(&format!("pool_size = {pool_size}"))
+        .pool("checkout_timeout = \"60s\"")
+}
+
+/// A message as the comparison sees it: its tag and what matters of its content.
+fn summary(m: &Msg) -> Option<String> {
+    let tag = char::from(m.tag);
+    Some(match m.tag {
+        // Notices and parameter reports are not part of what is compared.
+        b'N' | b'S' => return None,
+        b'E' => {
+            let f = m.fields();
+            format!(
+                "E {} {}",
+                f.get(&'C').cloned().unwrap_or_default(),
+                f.get(&'M').cloned().unwrap_or_default()
+            )
+        }
+        b'Z' | b'C' | b'D' => format!("{tag} {}", String::from_utf8_lossy(&m.body).replace('\0', "|")),
+        _ => tag.to_string(),
+    })
+}
+
+/// The summary of a DataRow with one text value.
+fn one_value_row(value: &str) -> String {
+    let mut body = vec![0u8, 1];
+    body.extend_from_slice(&u32::try_from(value.len()).unwrap().to_be_bytes());
+    body.extend_from_slice(value.as_bytes());
+    summary(&Msg { tag: b'D', body: body.into() }).unwrap()
+}
+
+/// What a step waits for: ReadyForQuery messages, or a number of messages (after a Flush).
+#[derive(Clone, Copy)]
+enum Until {
+    Ready(usize),
+    Messages(usize),
+}
+
+struct Step {
+    send: Vec<u8>,
+    until: Until,
+    /// Whether another client may use the server between this step and the next (never
+    /// while this client's transaction is open, or the test would wait on itself).
+    noise_after: bool,
+}
+
+fn step(parts: &[Vec<u8>], until: Until, noise_after: bool) -> Step {
+    Step { send: parts.concat(), until, noise_after }
+}
+
+async fn exchange(conn: &mut RawConn, send: &[u8], until: Until) -> Vec<String> {
+    conn.send(send).await;
+    let mut out = Vec::new();
+    let (mut readies, mut messages) = (0, 0);
+    loop {
+        let done = match until {
+            Until::Ready(n) => readies == n,
+            Until::Messages(n) => messages == n,
+        };
+        if done {
+            return out;
+        }
+        let m = conn.recv_within(Duration::from_secs(10)).await.expect("connection open");
+        readies += usize::from(m.tag == b'Z');
+        if let Some(s) = summary(&m) {
+            messages += 1;
+            out.push(s);
+        }
+    }
+}
+
+/// Another client of the same one-server pool: it leaves its own unnamed statement and its
+/// own statements, under the same names as the client under test, on the server.
+async fn noise(conn: &mut RawConn, round: usize) {
+    let name = format!("s{}", round % 4 + 1);
+    let sql = format!("SELECT 'noise {round}'");
+    let got = exchange(
+        conn,
+        &[
+            raw::parse("", "SELECT 'unnamed noise'"),
+            raw::bind("", "", &[]),
+            raw::execute("", 0),
+            raw::parse(&format!("{name}_{round}"), &sql),
+            raw::bind("", &format!("{name}_{round}"), &[]),
+            raw::execute("", 0),
+            raw::sync(),
+        ]
+        .concat(),
+        Until::Ready(1),
+    )
+    .await;
+    assert!(got.iter().all(|m| !m.starts_with('E')), "noise failed: {got:?}");
+}
+
+fn script() -> Vec<Step> {
+    use raw::*;
+    use Until::*;
+    vec![
+        step(&[parse_typed("s1", "SELECT $1::int * 2", &[23]), sync()], Ready(1), true),
+        step(&[bind("", "s1", &[Some("21")]), execute("", 0), sync()], Ready(1), true),
+        step(&[describe_statement("s1"), sync()], Ready(1), true),
+        // The unnamed statement survives other clients using the server in between.
+        step(&[parse("", "SELECT $1::text || '!'"), sync()], Ready(1), true),
+        step(&[bind("", "", &[Some("hi")]), execute("", 0), sync()], Ready(1), true),
+        // An error mid-pipeline: what follows it up to Sync never happened.
+        step(
+            &[
+                parse("s2", "SELECT 1/$1::int"),
+                bind("", "s2", &[Some("0")]),
+                execute("", 0),
+                parse("s3", "SELECT 3"),
+                bind("", "s3", &[]),
+                execute("", 0),
+                sync(),
+            ],
+            Ready(1),
+            true,
+        ),
+        step(&[bind("", "s3", &[]), execute("", 0), sync()], Ready(1), true),
+        step(&[bind("", "s2", &[Some("4")]), execute("", 0), sync()], Ready(1), true),
+        // A name in use cannot be prepared again, in or out of a transaction.
+        step(&[parse("s1", "SELECT 2"), sync()], Ready(1), true),
+        step(&[query("BEGIN")], Ready(1), true),
+        step(
+            &[parse("s1", "SELECT 5"), bind("", "s1", &[Some("1")]), execute("", 0), sync()],
+            Ready(1),
+            false,
+        ),
+        step(&[bind("", "s1", &[Some("1")]), execute("", 0), sync()], Ready(1), false),
+        step(&[query("ROLLBACK")], Ready(1), true),
+        // asyncpg's way: Parse, Flush, read the reply, then the rest.
+        step(&[parse("s4", "SELECT 4"), describe_statement("s4"), flush()], Messages(3), false),
+        step(&[bind("", "s4", &[]), execute("", 0), sync()], Ready(1), true),
+        // Close is answered whether or not the statement exists; a closed name is gone.
+        step(&[close_statement("s1"), close_statement("never"), sync()], Ready(1), true),
+        step(&[bind("", "s1", &[Some("1")]), execute("", 0), sync()], Ready(1), true),
+        step(&[parse("s1", "SELECT 'again'"), bind("", "s1", &[]), execute("", 0), sync()], Ready(1), true),
+        // A simple query replaces the unnamed statement.
+        step(&[query("SELECT 1")], Ready(1), true),
+        step(&[bind("", "", &[Some("x")]), execute("", 0), sync()], Ready(1), true),
+        // DEALLOCATE ALL forgets every name of this client.
+        step(&[query("DEALLOCATE ALL")], Ready(1), true),
+        step(&[bind("", "s4", &[]), execute("", 0), sync()], Ready(1), true),
+        step(&[parse("s4", "SELECT 'four'"), bind("", "s4", &[]), execute("", 0), sync()], Ready(1), true),
+        // SQL-level statements share the names, and follow the client the same way.
+        step(&[query("PREPARE q1(int) AS SELECT $1 * 3")], Ready(1), true),
+        step(&[query("EXECUTE q1(5)")], Ready(1), true),
+        step(&[query("PREPARE q1 AS SELECT 1")], Ready(1), true),
+        step(&[query("PREPARE s4 AS SELECT 1")], Ready(1), true),
+        step(&[bind("", "q1", &[Some("7")]), execute("", 0), sync()], Ready(1), true),
+        step(&[query("DEALLOCATE q1")], Ready(1), true),
+        step(&[query("EXECUTE q1(5)")], Ready(1), true),
+        step(&[query("DEALLOCATE nope")], Ready(1), true),
+        step(&[query("BEGIN")], Ready(1), true),
+        step(&[query("PREPARE q2 AS SELECT 2")], Ready(1), false),
+        step(&[query("EXECUTE q2")], Ready(1), false),
+        step(&[query("PREPARE q2 AS SELECT 3")], Ready(1), false),
+        step(&[query("EXECUTE q2")], Ready(1), false),
+        step(&[query("ROLLBACK")], Ready(1), true),
+        step(&[query("EXECUTE q2")], Ready(1), true),
+        step(&[query("DEALLOCATE ALL")], Ready(1), true),
+        step(&[query("EXECUTE q2")], Ready(1), true),
+    ]
+}
+
+async fn run_script(addr: SocketAddr, noise_addr: Option<SocketAddr>) -> Vec<Vec<String>> {
+    let mut conn = RawConn::login(addr, USER, PASSWORD, DB).await.unwrap();
+    let mut other = match noise_addr {
+        Some(a) => Some(RawConn::login(a, USER, PASSWORD, DB).await.unwrap()),
+        None => None,
+    };
+    let mut out = Vec::new();
+    for (round, s) in script().into_iter().enumerate() {
+        out.push(exchange(&mut conn, &s.send, s.until).await);
+        if let (Some(other), true) = (other.as_mut(), s.noise_after) {
+            noise(other, round).await;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_messages_behave_as_on_a_dedicated_server() {
+    let pg = start_pg();
+    let direct: SocketAddr = format!("127.0.0.1:{}", pg.port()).parse().unwrap();
+    let expected = run_script(direct, None).await;
+    // The script does reach the errors it is about.
+    assert!(expected[5].iter().any(|m| m.starts_with("E 22012")), "{:?}", expected[5]);
+    assert!(expected[6].iter().any(|m| m.starts_with("E 26000")), "{:?}", expected[6]);
+    assert!(expected[8].iter().any(|m| m.starts_with("E 42P05")), "{:?}", expected[8]);
+    assert!(expected[10].iter().any(|m| m.starts_with("E 42P05")), "{:?}", expected[10]);
+    assert!(expected[11].iter().any(|m| m.starts_with("E 25P02")), "{:?}", expected[11]);
+    assert!(expected[25].iter().any(|m| m.starts_with("E 42P05")), "{:?}", expected[25]);
+    assert!(expected[29].iter().any(|m| m.starts_with("E 26000")), "{:?}", expected[29]);
+    assert!(expected[34].iter().any(|m| m.starts_with("E 42P05")), "{:?}", expected[34]);
+    assert_eq!(expected[36].last().map(String::as_str), Some("Z I"));
+    // One server, so the other client really uses it between the steps; and a server cache
+    // of two statements, so statements are closed and parsed again on the way.
+    let proxy = TestProxy::start(&transaction_config(&pg, 1).pool("max_prepared_statements = 2")).await;
+    let addr: SocketAddr = format!("127.0.0.1:{}", proxy.port()).parse().unwrap();
+    let got = run_script(addr, Some(addr)).await;
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(g, e, "step {i}: through pgvia vs directly");
+    }
+    let stats = proxy.app.statements.snapshot();
+    assert!(stats.injected_parses > 0, "statements were brought to the server: {stats:?}");
+    assert!(stats.evictions > 0, "the server cache overflowed: {stats:?}");
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_using_the_same_name_never_see_each_others_statement() {
+    const CLIENTS: usize = 30;
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 3)).await;
+    let addr: SocketAddr = format!("127.0.0.1:{}", proxy.port()).parse().unwrap();
+    let tasks = (0..CLIENTS).map(|i| async move {
+        let mut c = RawConn::login(addr, USER, PASSWORD, DB).await.unwrap();
+        let sql = format!("SELECT {i} + $1::int");
+        let got = exchange(&mut c, &[raw::parse("s", &sql), raw::sync()].concat(), Until::Ready(1)).await;
+        assert_eq!(got, ["1", "Z I"]);
+        for round in 0..50 {
+            let arg = round.to_string();
+            let got = exchange(
+                &mut c,
+                &[raw::bind("", "s", &[Some(&arg)]), raw::execute("", 0), raw::sync()].concat(),
+                Until::Ready(1),
+            )
+            .await;
+            assert_eq!(got[1], one_value_row(&(i + round).to_string()));
+        }
+    });
+    join_all(tasks).await;
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+/// tokio-postgres names its statements itself, prepares with Parse/Describe/Sync, binds in
+/// a later exchange and closes a statement when it is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_statements_follow_clients_across_servers() {
+    const CLIENTS: usize = 30;
+    const ROUNDS: usize = 120;
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 3)).await;
+    let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+    let tasks = (0..CLIENTS).map(|i| {
+        let conninfo = conninfo.clone();
+        async move {
+            let mut client = connect(&conninfo).await.unwrap();
+            let shared = client.prepare("SELECT $1::int + 1").await.unwrap();
+            let mut own = client.prepare(&format!("SELECT $1::text || '-{i}'")).await.unwrap();
+            for round in 0..ROUNDS {
+                let n = i32::try_from(round).unwrap();
+                let row = client.query_one(&shared, &[&n]).await.unwrap();
+                assert_eq!(row.get::<_, i32>(0), n + 1);
+                let row = client.query_one(&own, &[&"x"]).await.unwrap();
+                assert_eq!(row.get::<_, String>(0), format!("x-{i}"));
+                if round % 40 == 39 {
+                    // Dropping closes it; preparing again gets a new name.
+                    own = client.prepare(&format!("SELECT $1::text || '-{i}'")).await.unwrap();
+                }
+                if round % 10 == 0 {
+                    // A transaction with statements inside.
+                    let tx = client.build_transaction().start().await.unwrap();
+                    let row = tx.query_one(&shared, &[&n]).await.unwrap();
+                    assert_eq!(row.get::<_, i32>(0), n + 1);
+                    tx.commit().await.unwrap();
+                }
+            }
+        }
+    });
+    join_all(tasks).await;
+    let stats = proxy.app.statements.snapshot();
+    assert!(stats.parses_skipped > 0, "{stats:?}");
+    assert!(stats.injected_parses > 0, "{stats:?}");
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+/// A client outside any transaction that only prepares (Parse + Sync, as libpq's `PQprepare`
+/// does) is answered by pgvia without a server; PostgreSQL's checks of the statement come at
+/// its first use. Syntax errors and names in use are still reported at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_prepare_is_answered_without_a_server() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 1)).await;
+    let addr: SocketAddr = format!("127.0.0.1:{}", proxy.port()).parse().unwrap();
+    let mut c = RawConn::login(addr, USER, PASSWORD, DB).await.unwrap();
+    let pool = proxy.app.pools.all().pop().unwrap();
+    let checkouts = || pool.stats.checkouts.load(std::sync::atomic::Ordering::Relaxed);
+    let before = checkouts();
+    let got =
+        exchange(&mut c, &[raw::parse("m", "SELECT * FROM missing"), raw::sync()].concat(), Until::Ready(1))
+            .await;
+    assert_eq!(got, ["1", "Z I"]);
+    assert_eq!(checkouts(), before, "no server was needed");
+    let got = exchange(
+        &mut c,
+        &[raw::bind("", "m", &[]), raw::execute("", 0), raw::sync()].concat(),
+        Until::Ready(1),
+    )
+    .await;
+    assert!(got[0].starts_with("E 42P01"), "the missing table is reported at first use: {got:?}");
+    assert_eq!(got.last().unwrap(), "Z I");
+
+    let got = exchange(&mut c, &[raw::parse("bad", "SELEC 1"), raw::sync()].concat(), Until::Ready(1)).await;
+    assert!(got[0].starts_with("E 42601"), "a syntax error comes at once: {got:?}");
+    let got = exchange(&mut c, &[raw::parse("m", "SELECT 1"), raw::sync()].concat(), Until::Ready(1)).await;
+    assert!(got[0].starts_with("E 42P05"), "a name in use is refused at once: {got:?}");
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+/// SQL `PREPARE`/`EXECUTE`/`DEALLOCATE` from 50 clients on 3 servers: each client's name
+/// means its own statement, and nothing pins a client to a server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_prepare_execute_deallocate_need_no_dedicated_server() {
+    const CLIENTS: usize = 50;
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 3)).await;
+    let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+    let tasks = (0..CLIENTS).map(|i| {
+        let conninfo = conninfo.clone();
+        async move {
+            let client = connect(&conninfo).await.unwrap();
+            for round in 0..3 {
+                client.batch_execute(&format!("PREPARE p(int) AS SELECT {i} + $1 + {round}")).await.unwrap();
+                for n in 0..20 {
+                    let rows = client.simple_query(&format!("EXECUTE p({n})")).await.unwrap();
+                    let value = rows.iter().find_map(|m| match m {
+                        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+                        _ => None,
+                    });
+                    assert_eq!(value, Some((i + n + round).to_string()), "client {i}");
+                }
+                client.batch_execute("DEALLOCATE p").await.unwrap();
+            }
+        }
+    });
+    join_all(tasks).await;
+    let pool = proxy.app.pools.all().pop().unwrap();
+    let pins: u64 = pool.stats.pins.iter().map(|p| p.load(std::sync::atomic::Ordering::Relaxed)).sum();
+    assert_eq!(pins, 0, "no client was pinned");
+    assert!(pool.server_count() <= 3);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
