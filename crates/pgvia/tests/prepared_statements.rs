@@ -366,3 +366,46 @@ async fn sql_prepare_execute_deallocate_need_no_dedicated_server() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+/// `ALTER TABLE ... ADD COLUMN` under a running prepared `SELECT *` workload (pgbench
+/// `-M prepared`, which describes each execution's results): servers hold the shared statement
+/// with a plan of the old shape; outside transactions pgvia parses it again and retries, so no
+/// client sees `cached plan must not change result type`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_plan_after_alter_table_is_retried_outside_transactions() {
+    const ALTERS: usize = 4;
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 3)).await;
+    let setup = proxy.connect(USER, PASSWORD, DB).await;
+    setup
+        .batch_execute(
+            "CREATE TABLE stale (id int PRIMARY KEY, a text); \
+             INSERT INTO stale SELECT g, 'x' FROM generate_series(1, 100) g",
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("select.sql");
+    std::fs::write(&script, "\\set id random(1, 100)\nSELECT * FROM stale WHERE id = :id;\n").unwrap();
+    let mut cmd = common::tool(&pg, "pgbench");
+    cmd.args(["-h", "127.0.0.1", "-p", &proxy.port().to_string(), "-U", USER])
+        .env("PGPASSWORD", PASSWORD)
+        .args(["-n", "-M", "prepared", "-c", "20", "-j", "2", "-T", "6", "-f"])
+        .arg(&script)
+        .arg(DB);
+    let bench = tokio::spawn(common::run(cmd, None));
+    for n in 0..ALTERS {
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        setup.batch_execute(&format!("ALTER TABLE stale ADD COLUMN c{n} int DEFAULT {n}")).await.unwrap();
+    }
+    let out = bench.await.unwrap();
+    let text = format!("{}\n{}", common::text(&out.stdout), common::text(&out.stderr));
+    assert!(out.status.success(), "pgbench failed:\n{text}");
+    assert!(!text.contains("cached plan"), "a client saw the stale plan:\n{text}");
+    assert!(text.contains("number of failed transactions: 0"), "{text}");
+    let stats = proxy.app.statements.snapshot();
+    assert!(stats.stale_plan_retries > 0, "stale plans were met and retried: {stats:?}");
+    drop(setup);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}

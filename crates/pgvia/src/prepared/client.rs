@@ -16,6 +16,8 @@ const RECENT: usize = 8;
 
 pub struct ClientStatements {
     registry: Arc<Registry>,
+    /// The exchange being recorded for a retry after a stale plan.
+    pub replay: super::replay::Replay,
     named: Names,
     unnamed: Option<Arc<Statement>>,
     recent: [Option<Arc<Statement>>; RECENT],
@@ -28,7 +30,14 @@ pub struct DuplicateName;
 
 impl ClientStatements {
     pub fn new(registry: Arc<Registry>) -> Self {
-        Self { registry, named: Names::default(), unnamed: None, recent: Default::default(), next_recent: 0 }
+        Self {
+            registry,
+            replay: Default::default(),
+            named: Names::default(),
+            unnamed: None,
+            recent: Default::default(),
+            next_recent: 0,
+        }
     }
 
     pub fn registry(&self) -> &Arc<Registry> {

@@ -367,9 +367,17 @@ fn inject_parse(
     });
 }
 
-/// Records `stmt` as held by the server, closing there the statement it displaces.
+/// Records `stmt` as held by the server, closing there an older plan of it and the statement
+/// it displaces.
 fn evict_for(server: &mut ServerSide<'_>, out: &mut BytesMut, stmt: &Arc<Statement>) {
+    if let Some(stale) = server.statements.take_stale(stmt) {
+        close_on_server(server, out, stale);
+    }
     let Some(evicted) = server.statements.insert(stmt) else { return };
+    close_on_server(server, out, evicted);
+}
+
+fn close_on_server(server: &mut ServerSide<'_>, out: &mut BytesMut, evicted: Arc<Statement>) {
     let name = evicted.server_name_cstr();
     out.put_u8(tag::CLOSE);
     out.put_i32((4 + 1 + name.len()) as i32);

@@ -13,6 +13,7 @@
 mod client;
 pub mod forward;
 mod registry;
+pub mod replay;
 mod server;
 pub mod sql;
 #[cfg(test)]
@@ -35,6 +36,10 @@ pub enum ServerEffect {
     Evicted(Arc<Statement>),
     /// A Parse into the server's unnamed slot, which held `prev` before.
     Unnamed { prev: Option<u64> },
+    /// Not bookkeeping: marks the Bind or Describe of this statement that began an exchange
+    /// pgvia recorded, so a stale-plan failure of it is noticed and, when `replay` (the
+    /// exchange describes its results, so the client learns their new shape), retried.
+    ReplayFrom { id: u64, replay: bool },
 }
 
 /// Bookkeeping on a client's names made when a request was sent (or answered by pgvia).
@@ -60,7 +65,7 @@ pub fn settle(
                 Some(ServerEffect::Prepared(id)) => server.forget(id),
                 Some(ServerEffect::Evicted(stmt)) => server.restore(stmt),
                 Some(ServerEffect::Unnamed { prev }) => server.unnamed = prev,
-                None => {}
+                Some(ServerEffect::ReplayFrom { .. }) | None => {}
             }
         }
         let Some(effect) = f.client_effect else { continue };

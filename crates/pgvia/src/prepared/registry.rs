@@ -33,6 +33,9 @@ pub struct Statement {
     /// What the statement does, so binding it never analyses again.
     pub analysis: Arc<route::Analysis>,
     refs: AtomicU64,
+    /// Bumped when a server reports the statement's plan stale (its tables changed shape):
+    /// servers that parsed it in an older epoch parse it again before its next use.
+    epoch: AtomicU64,
 }
 
 impl std::fmt::Debug for Statement {
@@ -87,6 +90,16 @@ impl Statement {
     pub fn sql_prepare(&self) -> Option<String> {
         let rest = self.query.strip_prefix(super::sql::SQL_PREPARE_KEY)?;
         Some(format!("PREPARE {}{rest}", self.server_name()))
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// A server found the plan it made in `seen` stale; later uses elsewhere re-parse. Several
+    /// servers reporting the same epoch bump it once.
+    pub fn plan_went_stale(&self, seen: u64) {
+        let _ = self.epoch.compare_exchange(seen, seen + 1, Ordering::AcqRel, Ordering::Relaxed);
     }
 
     pub fn client_refs(&self) -> u64 {
@@ -144,6 +157,8 @@ pub struct RegistryStats {
     pub evictions: AtomicU64,
     pub purges: AtomicU64,
     pub purged: AtomicU64,
+    /// Exchanges sent again after a stale plan (`cached plan must not change result type`).
+    pub stale_plan_retries: AtomicU64,
 }
 
 /// A point-in-time copy of the registry's figures.
@@ -159,6 +174,7 @@ pub struct RegistrySnapshot {
     pub evictions: u64,
     pub purges: u64,
     pub purged: u64,
+    pub stale_plan_retries: u64,
 }
 
 /// Collisions of the 64-bit hash are kept side by side.
@@ -223,6 +239,7 @@ impl Registry {
             hash,
             analysis,
             refs: AtomicU64::new(CLIENT_REF),
+            epoch: AtomicU64::new(0),
         });
         let stmt = {
             let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
@@ -326,6 +343,7 @@ impl Registry {
             evictions: s.evictions.load(Ordering::Relaxed),
             purges: s.purges.load(Ordering::Relaxed),
             purged: s.purged.load(Ordering::Relaxed),
+            stale_plan_retries: s.stale_plan_retries.load(Ordering::Relaxed),
         }
     }
 

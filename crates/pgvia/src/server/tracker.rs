@@ -34,6 +34,13 @@ pub enum ServerEvent {
     Fatal,
     /// The server answered something it was never asked: the connection is out of step.
     Desync,
+    /// The Bind that began a replayable exchange failed because the server's plan of this
+    /// statement (by id) no longer fits its tables; its error and the exchange's
+    /// ReadyForQuery are dropped, and the relay sends the exchange again on a fresh statement.
+    StalePlan(u64),
+    /// As `StalePlan`, for an exchange that cannot be retried (its client keeps the results'
+    /// old shape): the error goes to the client, and other servers re-parse the statement.
+    StaleSeen(u64),
 }
 
 /// What a request sent to the server (or answered by pgvia) expects back.
@@ -193,6 +200,15 @@ impl ReplyTracker {
             Request::Sync if self.syncs_ignored_until_copy_end => return,
             Request::CopyEnd if self.syncs_ignored_until_copy_end => {
                 self.syncs_ignored_until_copy_end = false;
+                return;
+            }
+            // PostgreSQL ignores CopyDone/CopyFail outside a COPY (postgres.js sends CopyFail
+            // when it drops a finished copy stream); only one a queued request may yet start a
+            // COPY for is owed anything.
+            Request::CopyEnd
+                if self.copy == CopyState::None
+                    && !self.queue.iter().any(|p| matches!(p.request, Request::Query | Request::Execute)) =>
+            {
                 return;
             }
             Request::Sync => self.skipping = false,
@@ -358,9 +374,15 @@ impl ReplyTracker {
             }
             Some(_) => {
                 let Some(failed) = self.queue.pop_front() else { return (event, Fate::Forward) };
-                let fate = match &failed.replies {
+                let mut fate = match &failed.replies {
                     Replies::ReplaceError(frame) => Fate::Replace(frame.clone()),
                     _ => Fate::Forward,
+                };
+                let replay = match failed.server_effect {
+                    Some(ServerEffect::ReplayFrom { id, replay }) if is_stale_plan(body) => {
+                        Some((id, replay))
+                    }
+                    _ => None,
                 };
                 self.settle(failed, false);
                 while let Some(p) = self.queue.front() {
@@ -372,7 +394,19 @@ impl ReplyTracker {
                     }
                 }
                 self.skipping = self.queue.is_empty();
-                (event, fate)
+                // Replayable only when nothing but the exchange's own Sync is still owed.
+                match (replay, self.queue.len()) {
+                    (Some((id, true)), 1) => {
+                        if let Some(sync) = self.queue.front_mut() {
+                            sync.replies = Replies::DropAll;
+                            fate = Fate::Drop;
+                            return (ServerEvent::StalePlan(id), fate);
+                        }
+                        (event, fate)
+                    }
+                    (Some((id, _)), _) => (ServerEvent::StaleSeen(id), fate),
+                    _ => (event, fate),
+                }
             }
         }
     }
@@ -442,6 +476,48 @@ impl ReplyTracker {
     /// Nothing owed and no COPY, though a transaction may be open.
     pub fn is_between_requests(&self) -> bool {
         self.queue.is_empty() && self.copy == CopyState::None && !self.skipping
+    }
+}
+
+/// Whether an ErrorResponse is PostgreSQL's refusal to run a prepared statement whose result
+/// type changed since it was prepared.
+fn is_stale_plan(body: &[u8]) -> bool {
+    let fields = wire::backend::Fields::new(body);
+    fields.code() == Some("0A000")
+        && fields.message().is_some_and(|m| m.starts_with("cached plan must not change result type"))
+}
+
+impl ReplyTracker {
+    /// Marks the Bind or Describe just queued as the start of an exchange pgvia may send again (see
+    /// [`ServerEvent::StalePlan`]).
+    pub fn mark_replay_start(&mut self, statement_id: u64) {
+        if let Some(p) = self.queue.back_mut() {
+            let starts = matches!(p.request, Request::Bind | Request::DescribeStatement { .. });
+            if starts && p.server_effect.is_none() {
+                p.server_effect = Some(ServerEffect::ReplayFrom { id: statement_id, replay: true });
+            }
+        }
+    }
+
+    /// The exchange marked by [`Self::mark_replay_start`] will not be retried after all.
+    pub fn clear_replay_start(&mut self) {
+        for p in self.queue.iter_mut() {
+            if let Some(ServerEffect::ReplayFrom { replay, .. }) = &mut p.server_effect {
+                *replay = false;
+            }
+        }
+    }
+
+    /// Whether nothing is owed but replies pgvia gives itself, outside any transaction: a
+    /// Bind queued now starts an exchange that can safely be sent again.
+    pub fn at_idle_boundary(&self) -> bool {
+        self.tx == TransactionStatus::Idle
+            && !self.skipping
+            && self.copy == CopyState::None
+            && self
+                .queue
+                .iter()
+                .all(|p| matches!(p.request, Request::Answered(_) | Request::AnsweredCommand(_)))
     }
 }
 
@@ -539,6 +615,19 @@ mod tests {
         }
         assert!(!t.has_pending());
         assert_eq!(ready(&mut t, b'I'), ServerEvent::Desync);
+    }
+
+    #[test]
+    fn copy_fail_after_the_copy_is_ignored_as_postgres_does() {
+        let mut t = ReplyTracker::default();
+        client(&mut t, b"Q");
+        t.server_sent(b'G', b"");
+        client(&mut t, b"dc");
+        t.server_sent(b'C', b"");
+        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
+        client(&mut t, b"fPS");
+        assert_eq!(t.server_sent(b'1', b"").0, ServerEvent::Other);
+        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::pool::Pool;
 use crate::prepared::forward::{write_answer, Forward, Sent, ServerSide};
 use crate::prepared::sql::SqlStatement;
 use crate::prepared::ClientStatements;
-use crate::server::tracker::{Answer, Fate};
+use crate::server::tracker::{Answer, Fate, Pending, Replies, Request};
 use crate::server::{ServerConn, ServerError, ServerEvent};
 use crate::stats::Meter;
 
@@ -156,9 +156,17 @@ impl Tracking<'_> {
                 }
                 sent
             }
-            Ok(FrontendMessage::Bind(b)) => fwd.bind(run, frame, b.statement),
+            Ok(FrontendMessage::Bind(b)) => {
+                let replay = replayable(&fwd, b.statement);
+                let sent = fwd.bind(run, frame, b.statement);
+                start_replay(&mut fwd, replay);
+                sent
+            }
             Ok(FrontendMessage::Describe { target: Target::Statement, name }) => {
-                fwd.describe_statement(run, frame, name)
+                let replay = replayable(&fwd, name);
+                let sent = fwd.describe_statement(run, frame, name);
+                start_replay(&mut fwd, replay);
+                sent
             }
             Ok(FrontendMessage::Close { target: Target::Statement, name }) => fwd.close_statement(run, name),
             Ok(FrontendMessage::Query { sql }) => {
@@ -184,6 +192,22 @@ impl Tracking<'_> {
                 Sent::AsIs
             }
         }
+    }
+}
+
+/// An exchange that starts with a Bind or Describe of a named statement outside any
+/// transaction is recorded, to be sent again if the server's plan of the statement is stale.
+fn replayable(fwd: &Forward<'_>, statement: &str) -> Option<u64> {
+    if statement.is_empty() || !fwd.server.tracker.at_idle_boundary() {
+        return None;
+    }
+    fwd.client.get(statement).map(|s| s.id)
+}
+
+fn start_replay(fwd: &mut Forward<'_>, statement_id: Option<u64>) {
+    if let Some(id) = statement_id {
+        fwd.server.tracker.mark_replay_start(id);
+        fwd.client.replay.start();
     }
 }
 
@@ -302,6 +326,11 @@ fn scan_client(
             }
         };
         tracing::trace!(tag = %char::from(tag), ?sent, "client frame");
+        if let Some(statements) = tracking.as_deref_mut().and_then(|t| t.statements.as_deref_mut()) {
+            if statements.replay.is_recording() && !statements.replay.record(frame) {
+                server.tracker.clear_replay_start();
+            }
+        }
         pos += len;
         if sent == Sent::Replaced {
             run_start = pos;
@@ -334,6 +363,8 @@ struct ServerScan {
     fatal: bool,
     /// A ReadyForQuery was among the frames.
     ready: bool,
+    /// The recorded exchange failed on a stale plan of this statement and must be sent again.
+    stale_plan: Option<u64>,
     error: Option<ServerError>,
 }
 
@@ -346,7 +377,7 @@ fn scan_server(
     meter: &mut Meter,
 ) -> ServerScan {
     let decoder = server.decoder;
-    let mut scan = ServerScan { fatal: false, ready: false, error: None };
+    let mut scan = ServerScan { fatal: false, ready: false, stale_plan: None, error: None };
     let buf = &read_buf[..];
     let mut pos = 0;
     let mut run_start = 0;
@@ -381,6 +412,12 @@ fn scan_server(
                 scan.ready = true;
                 if forwarded {
                     meter.ready(1, status == wire::backend::TransactionStatus::Idle);
+                }
+            }
+            ServerEvent::StalePlan(id) => scan.stale_plan = Some(id),
+            ServerEvent::StaleSeen(id) => {
+                if let Some((stmt, epoch)) = server.statements.get_with_epoch(id) {
+                    stmt.plan_went_stale(epoch);
                 }
             }
             ServerEvent::Other => {}
@@ -463,6 +500,53 @@ async fn take_client_frames(
     })
 }
 
+/// Sends again an exchange whose first Bind failed only because the server's plan of a shared
+/// statement went stale (see `prepared::replay`): the statement is closed on the server and the
+/// client's recorded frames go through the relay again, so the statement is parsed afresh
+/// ahead of them. The client sees only the second attempt.
+async fn retry_stale_plan(
+    bufs: &mut Buffers,
+    decoder: &FrameDecoder,
+    server: &mut ServerConn,
+    mut tracking: Option<&mut Tracking<'_>>,
+    id: u64,
+) -> Option<RelayEnd> {
+    let statements = tracking.as_deref_mut().and_then(|t| t.statements.as_deref_mut());
+    let Some((frames, statements)) = statements.and_then(|s| Some((s.replay.take()?, s))) else {
+        // The tracker asks only for an exchange recorded to its Sync; without it the client
+        // would never hear how the exchange ended.
+        return Some(RelayEnd::Error(SessionError::ProtocolState(
+            "a stale-plan retry found no recorded exchange",
+        )));
+    };
+    statements.registry().stats.stale_plan_retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Some((stmt, epoch)) = server.statements.get_with_epoch(id) {
+        stmt.plan_went_stale(epoch);
+        let stmt = stmt.clone();
+        tracing::debug!(
+            statement = stmt.server_name(),
+            "plan went stale after DDL; parsing it again and retrying"
+        );
+        let name = stmt.server_name_cstr();
+        wire::build::frame(&mut bufs.to_server, frontend::tag::CLOSE, |b| {
+            b.extend_from_slice(b"S");
+            b.extend_from_slice(name);
+        });
+        server.tracker.push(Pending {
+            request: Request::Close,
+            replies: Replies::DropSuccess,
+            server_effect: None,
+            client_effect: None,
+        });
+        server.statements.forget(id);
+    }
+    // The exchange goes again, ahead of anything the client sent after it.
+    let mut again = frames;
+    again.extend_from_slice(&bufs.from_client);
+    bufs.from_client = again;
+    take_client_frames(bufs, decoder, server, tracking).await
+}
+
 /// Relays until one side is done. The server stays usable unless the result says otherwise;
 /// the caller resets or closes it.
 pub async fn relay(
@@ -537,6 +621,11 @@ pub async fn relay(
                     server.broken = true;
                     let _ = cw.write_all(&bufs.to_client).await;
                     return RelayEnd::ServerLost { error, told_client: false };
+                }
+                if let Some(id) = scan.stale_plan {
+                    if let Some(end) = retry_stale_plan(bufs, decoder, server, tracking.as_mut(), id).await {
+                        return end;
+                    }
                 }
                 let releasable = tracking.as_ref().is_some_and(Tracking::may_release);
                 // Every Sync the client sent is answered and nothing of its is half-received.
