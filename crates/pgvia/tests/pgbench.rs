@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{assert_success, run, start_pg, text, tool, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
-use harness::Cluster;
+use common::ops::pgbench;
+use common::{start_pg, ConfigBuilder, TestProxy, DB};
 
 /// The value after `label` on the line that starts with it, e.g. `number of failed transactions: 0 (0.000%)`.
 fn field<'a>(output: &'a str, label: &str) -> Option<&'a str> {
@@ -23,17 +23,6 @@ fn field<'a>(output: &'a str, label: &str) -> Option<&'a str> {
 fn leading_number(s: &str) -> u64 {
     let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().unwrap_or_else(|_| panic!("no number in {s:?}"))
-}
-
-async fn pgbench(pg: &Cluster, proxy: &TestProxy, args: &[&str]) -> String {
-    let mut cmd = tool(pg, "pgbench");
-    cmd.args(["-h", "127.0.0.1", "-p", &proxy.port().to_string(), "-U", USER])
-        .env("PGPASSWORD", PASSWORD)
-        .args(args)
-        .arg(DB);
-    let out = run(cmd, None).await;
-    assert_success(&format!("pgbench {args:?}"), &out);
-    format!("{}\n{}", text(&out.stdout), text(&out.stderr))
 }
 
 async fn bench(mode: &str, protocol: &str, clients: u32, seconds: u32) {

@@ -387,20 +387,16 @@ async fn a_stale_plan_after_alter_table_is_retried_outside_transactions() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("select.sql");
     std::fs::write(&script, "\\set id random(1, 100)\nSELECT * FROM stale WHERE id = :id;\n").unwrap();
-    let mut cmd = common::tool(&pg, "pgbench");
-    cmd.args(["-h", "127.0.0.1", "-p", &proxy.port().to_string(), "-U", USER])
-        .env("PGPASSWORD", PASSWORD)
-        .args(["-n", "-M", "prepared", "-c", "20", "-j", "2", "-T", "6", "-f"])
-        .arg(&script)
-        .arg(DB);
-    let bench = tokio::spawn(common::run(cmd, None));
-    for n in 0..ALTERS {
-        tokio::time::sleep(Duration::from_millis(1000)).await;
-        setup.batch_execute(&format!("ALTER TABLE stale ADD COLUMN c{n} int DEFAULT {n}")).await.unwrap();
-    }
-    let out = bench.await.unwrap();
-    let text = format!("{}\n{}", common::text(&out.stdout), common::text(&out.stderr));
-    assert!(out.status.success(), "pgbench failed:\n{text}");
+    let script = script.to_string_lossy();
+    let args = ["-n", "-M", "prepared", "-c", "20", "-j", "2", "-T", "6", "-f", &script];
+    let alters = async {
+        for n in 0..ALTERS {
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+            setup.batch_execute(&format!("ALTER TABLE stale ADD COLUMN c{n} int DEFAULT {n}")).await.unwrap();
+        }
+    };
+    // pgbench exits non-zero (and `pgbench` fails the test) if a client hits an error.
+    let (text, ()) = tokio::join!(common::ops::pgbench(&pg, &proxy, &args), alters);
     assert!(!text.contains("cached plan"), "a client saw the stale plan:\n{text}");
     assert!(text.contains("number of failed transactions: 0"), "{text}");
     let stats = proxy.app.statements.snapshot();
