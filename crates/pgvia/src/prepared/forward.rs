@@ -285,6 +285,9 @@ impl Forward<'_> {
         request: Request,
         rename: impl FnOnce(&mut BytesMut, &Statement, &[u8]) -> bool,
     ) -> Sent {
+        // An exchange that starts with a Bind or Describe of a named statement outside any
+        // transaction is recorded, to be sent again if the server's plan of it is stale.
+        let replay_from = !name.is_empty() && self.server.tracker.at_idle_boundary();
         let registry = self.client.registry();
         let server = &mut self.server;
         let out = &mut *self.out;
@@ -336,6 +339,10 @@ impl Forward<'_> {
             out.extend_from_slice(frame);
         }
         server.tracker.push(Pending::plain(request));
+        if replay_from {
+            server.tracker.mark_replay_start(stmt.id);
+            self.client.replay.start();
+        }
         Sent::Replaced
     }
 }

@@ -156,17 +156,9 @@ impl Tracking<'_> {
                 }
                 sent
             }
-            Ok(FrontendMessage::Bind(b)) => {
-                let replay = replayable(&fwd, b.statement);
-                let sent = fwd.bind(run, frame, b.statement);
-                start_replay(&mut fwd, replay);
-                sent
-            }
+            Ok(FrontendMessage::Bind(b)) => fwd.bind(run, frame, b.statement),
             Ok(FrontendMessage::Describe { target: Target::Statement, name }) => {
-                let replay = replayable(&fwd, name);
-                let sent = fwd.describe_statement(run, frame, name);
-                start_replay(&mut fwd, replay);
-                sent
+                fwd.describe_statement(run, frame, name)
             }
             Ok(FrontendMessage::Close { target: Target::Statement, name }) => fwd.close_statement(run, name),
             Ok(FrontendMessage::Query { sql }) => {
@@ -192,22 +184,6 @@ impl Tracking<'_> {
                 Sent::AsIs
             }
         }
-    }
-}
-
-/// An exchange that starts with a Bind or Describe of a named statement outside any
-/// transaction is recorded, to be sent again if the server's plan of the statement is stale.
-fn replayable(fwd: &Forward<'_>, statement: &str) -> Option<u64> {
-    if statement.is_empty() || !fwd.server.tracker.at_idle_boundary() {
-        return None;
-    }
-    fwd.client.get(statement).map(|s| s.id)
-}
-
-fn start_replay(fwd: &mut Forward<'_>, statement_id: Option<u64>) {
-    if let Some(id) = statement_id {
-        fwd.server.tracker.mark_replay_start(id);
-        fwd.client.replay.start();
     }
 }
 
