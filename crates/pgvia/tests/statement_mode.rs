@@ -49,13 +49,7 @@ async fn transaction_blocks_are_refused_and_the_session_goes_on() {
         let n: i64 = client.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
         assert_eq!(n, 2 * (i + 1));
     }
-    let created: u64 = proxy
-        .app
-        .pools
-        .all()
-        .iter()
-        .map(|p| p.stats.servers_created.load(std::sync::atomic::Ordering::Relaxed))
-        .sum();
+    let created = proxy.servers_created();
     assert_eq!(created, 1, "one server served every client");
     drop((a, b, c));
     proxy.assert_no_leaks().await;

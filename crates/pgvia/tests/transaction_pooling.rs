@@ -89,13 +89,7 @@ async fn every_client_keeps_its_own_settings_over_five_servers() {
         }
     });
     join_all(tasks).await;
-    let created: u64 = proxy
-        .app
-        .pools
-        .all()
-        .iter()
-        .map(|p| p.stats.servers_created.load(std::sync::atomic::Ordering::Relaxed))
-        .sum();
+    let created = proxy.servers_created();
     assert!(created <= 5, "at most the pool size of servers were used, got {created}");
     proxy.assert_no_leaks().await;
     proxy.stop().await;

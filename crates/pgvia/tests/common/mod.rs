@@ -178,6 +178,13 @@ impl TestProxy {
         connect(&self.conninfo(user, password, db)).await.expect("connect through pgvia")
     }
 
+    /// Server connections opened so far, over every pool.
+    #[allow(dead_code)]
+    pub fn servers_created(&self) -> u64 {
+        let pools = self.app.pools.all();
+        pools.iter().map(|p| p.stats.servers_created.load(std::sync::atomic::Ordering::Relaxed)).sum()
+    }
+
     /// Every pool's `servers_active` must fall to 0 within 2 s once clients are gone.
     pub async fn assert_no_leaks(&self) {
         assert_pools_drained(&self.app).await;
