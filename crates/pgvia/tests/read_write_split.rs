@@ -238,13 +238,21 @@ async fn locking_sequences_writing_ctes_and_overrides() {
     let got = must(&c, "WITH x AS (INSERT INTO t VALUES (100, 1000) RETURNING *) SELECT v FROM x").await;
     assert_eq!(got, "1000");
     on_primary(&delta(&before, &rep.calls("WITH x AS")), 1, "a writing CTE");
+    // The same through the extended protocol (Parse/Bind/Execute), as most drivers send them.
+    let before = [rep.calls("FOR UPDATE"), rep.calls("nextval")].concat();
+    c.query_one("SELECT v FROM t WHERE id = $1 FOR UPDATE", &[&1i32]).await.expect("FOR UPDATE, extended");
+    let n: i64 = c.query_one("SELECT nextval('s')", &[]).await.expect("nextval, extended").get(0);
+    assert!(n > b.parse::<i64>().expect("b"));
+    let d = delta(&before, &[rep.calls("FOR UPDATE"), rep.calls("nextval")].concat());
+    on_primary(&d[..3], 1, "SELECT ... FOR UPDATE, extended protocol");
+    on_primary(&d[3..], 1, "SELECT nextval(...), extended protocol");
     // A read after a write in one transaction sees the write: same server, the primary.
     let before = rep.calls("read_after_write");
-    let got = must(
-        &c,
-        "BEGIN; INSERT INTO t VALUES (101, 1010); SELECT v AS read_after_write FROM t WHERE id = 101; COMMIT",
-    )
-    .await;
+    // Statement by statement, as a client sends them: pgvia cannot see the write coming.
+    must(&c, "BEGIN").await;
+    must(&c, "INSERT INTO t VALUES (101, 1010)").await;
+    let got = must(&c, "SELECT v AS read_after_write FROM t WHERE id = 101").await;
+    must(&c, "COMMIT").await;
     assert_eq!(got, "1010");
     on_primary(&delta(&before, &rep.calls("read_after_write")), 1, "a read after a write in a transaction");
     // A plain BEGIN is a read-write transaction even if it reads first.
