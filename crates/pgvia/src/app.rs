@@ -190,6 +190,24 @@ impl App {
         hosts
     }
 
+    /// Every database's servers; databases with several servers (or discovered roles) are
+    /// set up, and their health checks started, if no client has used them yet.
+    pub fn all_hosts(&self) -> Vec<Arc<Hosts>> {
+        let config = self.config();
+        config
+            .databases
+            .iter()
+            .filter_map(|db| {
+                let known = self.hosts.lock().unwrap_or_else(PoisonError::into_inner).get(&db.name).cloned();
+                match known.filter(|h| !h.is_retired()) {
+                    Some(h) => Some(h),
+                    None if db.routing(&config.users).checks_health() => Some(self.hosts_for(db)),
+                    None => None,
+                }
+            })
+            .collect()
+    }
+
     /// A reload changed how a database's servers are used: the next use builds them anew.
     pub(crate) fn forget_hosts(&self, database: &str) {
         if let Some(h) = self.hosts.lock().unwrap_or_else(PoisonError::into_inner).remove(database) {

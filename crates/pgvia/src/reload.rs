@@ -65,6 +65,7 @@ pub fn apply(app: &App, new: Config) -> Result<ReloadSummary, ReloadError> {
     for name in &changed_routing {
         app.forget_hosts(name);
     }
+    app.all_hosts();
     let config = app.config();
     for pool in app.pools.all() {
         let db = config.database(&pool.key.database);

@@ -168,6 +168,11 @@ impl Pool {
         self.statements.clone().map(ClientStatements::new)
     }
 
+    /// `host:port` of this pool's server when its database has several (metrics label).
+    pub fn server_label(&self) -> Option<&str> {
+        self.key.server.and(self.name.split_once('@').map(|(_, server)| server))
+    }
+
     pub fn server_address(&self) -> &ServerAddress {
         &self.addr
     }

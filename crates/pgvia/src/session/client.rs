@@ -131,7 +131,9 @@ impl Session<'_> {
                 e.to_string()
             }
             RelayEnd::ServerLost { error, told_client } => {
-                tracing::warn!(pool = %self.pool.name, error = %error, "server connection lost during a session");
+                // The pool of the server that was lost, which routing may have picked.
+                let pool = self.server.as_ref().map_or(&self.pool, |c| c.pool());
+                tracing::warn!(pool = %pool.name, error = %error, "server connection lost during a session");
                 let reason = format!("server connection lost: {error}");
                 // When the server's own FATAL already reached the client, that is the last word.
                 if !told_client {
