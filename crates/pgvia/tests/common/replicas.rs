@@ -100,7 +100,9 @@ impl Replicated {
 }
 
 /// How many times, on this server, statements of database `app` whose (normalised) text
-/// contains `needle` completed.
+/// contains `needle` completed. pg_stat_statements keys statements by shape and keeps the
+/// text of the first one seen: statements differing only in constants or column aliases
+/// share one entry, so a needle must name something in the shape (a table, a function).
 pub fn calls(pg: &Cluster, needle: &str) -> i64 {
     try_calls(pg, needle).unwrap_or_else(|e| panic!("pg_stat_statements on port {}: {e}", pg.port()))
 }
