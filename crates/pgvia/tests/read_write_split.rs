@@ -111,6 +111,14 @@ fn on_replicas(d: &[i64], n: i64, what: &str) {
     assert_eq!(d[1] + d[2], n, "{what}: all on the replicas; per server {d:?}");
 }
 
+/// An error with the server's (or pgvia's) SQLSTATE and message when there is one.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    }
+}
+
 /// Expects SQLSTATE 25006 (read-only transaction): the statement reached a hot standby.
 async fn refused_by_standby(client: &Client, sql: &str) {
     let err = value(client, sql).await.expect_err("a hot standby refuses this");
@@ -337,30 +345,41 @@ async fn locking_sequences_writing_ctes_and_overrides() {
     proxy.assert_no_leaks().await;
 }
 
-/// Reads in a loop through pgvia, reconnecting on error, noting when each failed one began.
+/// Reads in a loop through pgvia, reconnecting on error, noting when each failed one began
+/// and ended.
 struct Load {
     stop: AtomicBool,
     ok: AtomicU64,
-    failures: Mutex<Vec<(Instant, String)>>,
+    failures: Mutex<Vec<Failure>>,
+}
+
+struct Failure {
+    began: Instant,
+    ended: Instant,
+    what: String,
 }
 
 impl Load {
-    fn failed_since(&self, t: Instant) -> Vec<String> {
-        let failures = self.failures.lock().expect("failures");
-        failures.iter().filter(|(at, _)| *at >= t).map(|(_, e)| e.clone()).collect()
+    fn fail(&self, began: Instant, what: String) {
+        self.failures.lock().expect("failures").push(Failure { began, ended: Instant::now(), what });
+    }
+
+    /// What went wrong in the failures `keep` selects.
+    fn failures(&self, keep: impl Fn(&Failure) -> bool) -> Vec<String> {
+        self.failures.lock().expect("failures").iter().filter(|f| keep(f)).map(|f| f.what.clone()).collect()
     }
 }
 
 async fn read_loop(conninfo: String, load: Arc<Load>) {
     let mut client = None;
     while !load.stop.load(Ordering::Relaxed) {
-        let started = Instant::now();
+        let began = Instant::now();
         let c = match client.take() {
             Some(c) => c,
             None => match connect(&conninfo).await {
                 Ok(c) => c,
                 Err(e) => {
-                    load.failures.lock().expect("failures").push((started, format!("connect: {e}")));
+                    load.fail(began, format!("connect: {}", describe(&e)));
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     continue;
                 }
@@ -373,9 +392,9 @@ async fn read_loop(conninfo: String, load: Arc<Load>) {
                 load.ok.fetch_add(1, Ordering::Relaxed);
                 client = Some(c);
             }
-            Ok(Ok(v)) => load.failures.lock().expect("failures").push((started, format!("wrong value {v}"))),
-            Ok(Err(e)) => load.failures.lock().expect("failures").push((started, e.to_string())),
-            Err(_) => load.failures.lock().expect("failures").push((started, "no answer in 5 s".into())),
+            Ok(Ok(v)) => load.fail(began, format!("wrong value {v}")),
+            Ok(Err(e)) => load.fail(began, describe(&e)),
+            Err(_) => load.fail(began, "no answer in 5 s".into()),
         }
     }
 }
@@ -442,19 +461,16 @@ async fn a_stopped_replica_is_banned_and_rejoins() {
     for t in tasks {
         t.await.expect("load task");
     }
-    let before_ban = load.failed_since(stopped_at).len() - load.failed_since(banned_at).len();
+    let all = load.failures(|_| true);
+    let in_flight = load.failures(|f| f.began < banned_at);
     println!(
-        "{} reads served; {before_ban} failed between the stop and the ban, {} after the ban",
+        "{} reads served; {} failed (all begun before the ban): {all:?}",
         load.ok.load(Ordering::Relaxed),
-        load.failed_since(banned_at).len()
+        in_flight.len()
     );
-    let all_failures: Vec<String> = load.failed_since(stopped_at - Duration::from_secs(3600));
-    let total_failures = all_failures.len();
-    if total_failures > 0 {
-        println!("failures: {all_failures:?}");
-    }
-    assert_eq!(total_failures, load.failed_since(stopped_at).len(), "no failure before the stop");
-    let after = load.failed_since(banned_at);
+    let early = load.failures(|f| f.ended < stopped_at);
+    assert!(early.is_empty(), "failures before replica 1 was stopped: {early:?}");
+    let after = load.failures(|f| f.began >= banned_at);
     assert!(after.is_empty(), "transactions begun after the ban failed: {after:?}");
 }
 
@@ -538,7 +554,7 @@ async fn a_promoted_replica_takes_the_writes_without_a_reload() {
             None => match connect(&conninfo).await {
                 Ok(c) => c,
                 Err(e) => {
-                    errors.push(format!("connect: {e}"));
+                    errors.push(format!("connect: {}", describe(&e)));
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -546,7 +562,7 @@ async fn a_promoted_replica_takes_the_writes_without_a_reload() {
         };
         match tokio::time::timeout(Duration::from_secs(5), value(&c, "INSERT INTO t VALUES (2, 2)")).await {
             Ok(Ok(_)) => break promote_at.elapsed(),
-            Ok(Err(e)) => errors.push(format!("{:?}: {e}", sqlstate(&e))),
+            Ok(Err(e)) => errors.push(describe(&e)),
             Err(_) => errors.push("no answer in 5 s".into()),
         }
         assert!(promote_at.elapsed() < Duration::from_secs(20), "no write succeeded within 20 s: {errors:?}");
