@@ -580,3 +580,81 @@ async fn a_promoted_replica_takes_the_writes_without_a_reload() {
     let hosts = show_hosts(old, &proxy).await;
     assert_eq!(host_cell(&hosts, new.port(), "role"), "primary", "{hosts:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_fall_back_to_the_primary_when_every_replica_is_down() {
+    let Some(rep) = start_replicated(2) else { return };
+    rep.setup(&tables(&["fallback"]));
+    let proxy = TestProxy::start(&split_config(&rep, ROLES, &[])).await;
+    wait_healthy(&rep, &proxy).await;
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    for r in &rep.replicas {
+        tokio::task::block_in_place(|| r.stop_now()).expect("stop a replica");
+    }
+    let ports: Vec<u16> = rep.replicas.iter().map(|r| r.port()).collect();
+    wait_for_hosts(&rep.primary, &proxy, "both replicas banned", Duration::from_secs(10), |h| {
+        ports.iter().all(|&p| host_cell(h, p, "state") == "banned")
+    })
+    .await;
+    let before = tokio::task::block_in_place(|| calls(&rep.primary, "FROM fallback"));
+    for _ in 0..20 {
+        // Begun after both bans, so none may fail.
+        let got = match value(&client, "SELECT v FROM fallback WHERE id = 2").await {
+            Ok(v) => v,
+            Err(e) => panic!("a read with every replica banned failed: {}", describe(&e)),
+        };
+        assert_eq!(got, "20");
+    }
+    let after = tokio::task::block_in_place(|| calls(&rep.primary, "FROM fallback"));
+    assert_eq!(after - before, 20, "the primary serves the reads when no replica can");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn load_balancing_modes() {
+    let Some(rep) = start_replicated(2) else { return };
+    rep.setup(&tables(&["lb_random", "lb_primary_reads", "lb_least"]));
+
+    // random: 60 reads land on both replicas (all on one has probability 2^-59).
+    let proxy = TestProxy::start(&split_config(&rep, ROLES, &["load_balance = \"random\""])).await;
+    wait_healthy(&rep, &proxy).await;
+    let c = proxy.connect(USER, PASSWORD, DB).await;
+    let d = where_ran(&rep, &c, "", "lb_random", 60).await;
+    on_replicas(&d, 60, "load_balance = random");
+    assert!(d[1] > 0 && d[2] > 0, "random uses both replicas: {d:?}");
+    drop(c);
+    proxy.stop().await;
+
+    // primary_reads: the primary takes its turn in the rotation.
+    let proxy = TestProxy::start(&split_config(&rep, ROLES, &["primary_reads = true"])).await;
+    wait_healthy(&rep, &proxy).await;
+    let c = proxy.connect(USER, PASSWORD, DB).await;
+    let d = where_ran(&rep, &c, "", "lb_primary_reads", 60).await;
+    assert_eq!(d.iter().sum::<i64>(), 60);
+    assert!(d.iter().all(|&n| n >= 10), "round robin over all three servers: {d:?}");
+    drop(c);
+    proxy.stop().await;
+
+    // least_connections: concurrent readers, all served by the replicas.
+    let proxy = TestProxy::start(&split_config(&rep, ROLES, &["load_balance = \"least_connections\""])).await;
+    wait_healthy(&rep, &proxy).await;
+    let before = rep.calls("FROM lb_least");
+    let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+    let readers: Vec<_> = (0..8)
+        .map(|_| {
+            let conninfo = conninfo.clone();
+            tokio::spawn(async move {
+                let c = connect(&conninfo).await.expect("connect");
+                for _ in 0..20 {
+                    assert_eq!(must(&c, "SELECT v FROM lb_least WHERE id = 2").await, "20");
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.await.expect("reader");
+    }
+    let d = delta(&before, &rep.calls("FROM lb_least"));
+    println!("least_connections, 8 clients x 20 reads: per server {d:?}");
+    on_replicas(&d, 160, "load_balance = least_connections");
+    proxy.stop().await;
+}
