@@ -316,7 +316,7 @@ pub struct Database {
     /// PostgreSQL server host name or IP address: the database's one server, its primary.
     /// Required unless `servers` lists the servers instead.
     #[serde(default)]
-    pub host: String,
+    pub host: Option<String>,
     /// PostgreSQL server port. Default 5432.
     #[serde(default = "default_server_port", deserialize_with = "values::port")]
     pub port: u16,
@@ -408,12 +408,21 @@ impl Database {
         self.dbname.as_deref().unwrap_or(&self.name)
     }
 
+    /// The database's one server (`host`/`port`) or the first of `servers`: where
+    /// `/health` probes and `SHOW DATABASES` points.
+    pub fn first_server(&self) -> (&str, u16) {
+        match self.servers.first() {
+            Some(s) => (&s.host, s.port),
+            None => (self.host.as_deref().unwrap_or_default(), self.port),
+        }
+    }
+
     /// The routing keys with defaults applied; `host`/`port` become the one server, the
     /// primary. `users` resolves the health-check user's default.
     pub fn routing(&self, users: &[User]) -> RoutingSettings {
         let servers = if self.servers.is_empty() {
             vec![ServerEntry {
-                host: self.host.clone(),
+                host: self.host.clone().unwrap_or_default(),
                 port: self.port,
                 role: ServerRole::Primary,
                 weight: 1,
