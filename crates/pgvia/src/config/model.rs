@@ -345,7 +345,8 @@ pub struct Database {
     /// A query each check also runs; the server fails the check if it errors. Default none.
     #[serde(default)]
     pub health_check_query: String,
-    /// The `[[users]]` entry health checks log in as. Default: the first `[[users]]` entry.
+    /// The `[[users]]` entry health checks log in as. Default: the first user that is not
+    /// `admin` (else the first user).
     #[serde(default)]
     pub health_check_user: Option<String>,
     /// How long a server that failed a connect or a check stays out of rotation, at least.
@@ -430,8 +431,10 @@ impl Database {
         } else {
             self.servers.clone()
         };
-        let health_check_user =
-            self.health_check_user.clone().or_else(|| users.first().map(|u| u.name.clone()));
+        let health_check_user = self.health_check_user.clone().or_else(|| {
+            // Admin console users are often not PostgreSQL roles at all.
+            users.iter().find(|u| !u.admin).or(users.first()).map(|u| u.name.clone())
+        });
         RoutingSettings {
             servers,
             read_write_split: self.read_write_split,
