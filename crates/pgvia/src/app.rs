@@ -442,10 +442,8 @@ pub(crate) fn pool_address(db: &Database, user: &User, server: Option<usize>) ->
 
 /// The database's one server, or the first it lists.
 fn first_address(db: &Database, user: &User) -> ServerAddress {
-    match db.servers.first() {
-        Some(s) => address(db, user, &s.host, s.port),
-        None => address(db, user, &db.host, db.port),
-    }
+    let (host, port) = db.first_server();
+    address(db, user, host, port)
 }
 
 fn address(db: &Database, user: &User, host: &str, port: u16) -> ServerAddress {

@@ -282,8 +282,7 @@ fn databases(app: &App) -> RowSet {
     for db in &config.databases {
         let servers: usize =
             pools.iter().filter(|p| p.key.database == db.name).map(|p| p.server_count()).sum();
-        let (host, port) =
-            db.servers.first().map_or((db.host.as_str(), db.port), |s| (s.host.as_str(), s.port));
+        let (host, port) = db.first_server();
         rs.push(vec![
             db.name.as_str().into(),
             host.into(),

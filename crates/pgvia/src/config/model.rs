@@ -316,7 +316,7 @@ pub struct Database {
     /// PostgreSQL server host name or IP address: the database's one server, its primary.
     /// Required unless `servers` lists the servers instead.
     #[serde(default)]
-    pub host: String,
+    pub host: Option<String>,
     /// PostgreSQL server port. Default 5432.
     #[serde(default = "default_server_port", deserialize_with = "values::port")]
     pub port: u16,
@@ -345,7 +345,8 @@ pub struct Database {
     /// A query each check also runs; the server fails the check if it errors. Default none.
     #[serde(default)]
     pub health_check_query: String,
-    /// The `[[users]]` entry health checks log in as. Default: the first `[[users]]` entry.
+    /// The `[[users]]` entry health checks log in as. Default: the first user that is not
+    /// `admin` (else the first user).
     #[serde(default)]
     pub health_check_user: Option<String>,
     /// How long a server that failed a connect or a check stays out of rotation, at least.
@@ -408,12 +409,21 @@ impl Database {
         self.dbname.as_deref().unwrap_or(&self.name)
     }
 
+    /// The database's one server (`host`/`port`) or the first of `servers`: where
+    /// `/health` probes and `SHOW DATABASES` points.
+    pub fn first_server(&self) -> (&str, u16) {
+        match self.servers.first() {
+            Some(s) => (&s.host, s.port),
+            None => (self.host.as_deref().unwrap_or_default(), self.port),
+        }
+    }
+
     /// The routing keys with defaults applied; `host`/`port` become the one server, the
     /// primary. `users` resolves the health-check user's default.
     pub fn routing(&self, users: &[User]) -> RoutingSettings {
         let servers = if self.servers.is_empty() {
             vec![ServerEntry {
-                host: self.host.clone(),
+                host: self.host.clone().unwrap_or_default(),
                 port: self.port,
                 role: ServerRole::Primary,
                 weight: 1,
@@ -421,8 +431,10 @@ impl Database {
         } else {
             self.servers.clone()
         };
-        let health_check_user =
-            self.health_check_user.clone().or_else(|| users.first().map(|u| u.name.clone()));
+        let health_check_user = self.health_check_user.clone().or_else(|| {
+            // Admin console users are often not PostgreSQL roles at all.
+            users.iter().find(|u| !u.admin).or(users.first()).map(|u| u.name.clone())
+        });
         RoutingSettings {
             servers,
             read_write_split: self.read_write_split,

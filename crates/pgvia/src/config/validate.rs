@@ -143,14 +143,13 @@ impl Validator {
     fn servers(&mut self, i: usize, db: &Database, config: &Config) {
         let at = |key: &str| format!("databases[{i}].{key}");
         let bad_host = |h: &str| h.is_empty() || h.contains(char::is_whitespace);
-        match (db.host.is_empty(), db.servers.is_empty()) {
-            (true, true) => self
-                .report(at("host"), "required key is missing (or list the servers in [[databases.servers]])"),
-            (false, false) => {
+        match (&db.host, db.servers.is_empty()) {
+            (None, true) => self.report(at("host"), "required key is missing"),
+            (Some(_), false) => {
                 self.report(at("host"), "give either host/port or [[databases.servers]], not both")
             }
-            (false, true) if bad_host(&db.host) => {
-                self.report(at("host"), format!("expected an IP address or a hostname, got {:?}", db.host));
+            (Some(host), true) if bad_host(host) => {
+                self.report(at("host"), format!("expected an IP address or a hostname, got {host:?}"));
             }
             _ => {}
         }

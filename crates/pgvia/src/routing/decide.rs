@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use route::{Analysis, Role, StatementKind};
+use route::{Analysis, Role, SessionEffect, StatementKind};
 use wire::frontend::{self, FrontendMessage};
 use wire::FrameDecoder;
 
@@ -114,6 +114,8 @@ impl Walk<'_> {
                 }
                 // A write in a READ ONLY block fails on the primary as it does on a replica.
                 _ if s.writes() && !(self.open && self.read_only) => return Some(Decision::primary(true)),
+                // The session would stay on this server for what follows, writes included.
+                _ if s.session_effects().any(|e| may_pin(&e)) => return Some(Decision::primary(true)),
                 _ => {}
             }
         }
@@ -156,6 +158,19 @@ impl Walk<'_> {
             // COPY data, function calls, anything else: the primary.
             _ => Some(Decision::primary(true)),
         }
+    }
+}
+
+/// Effects that can keep a client on its server after the transaction (`session::state`
+/// pins for them); writing ones (advisory locks, temporary tables, LISTEN) go to the primary
+/// anyway.
+fn may_pin(effect: &SessionEffect<'_>) -> bool {
+    match effect {
+        SessionEffect::Set { name, .. } | SessionEffect::Reset { name } => name.is_none_or(|n| {
+            n.eq_ignore_ascii_case("role") || n.eq_ignore_ascii_case("session_authorization")
+        }),
+        SessionEffect::HoldCursor { .. } | SessionEffect::Load | SessionEffect::Prepare { .. } => true,
+        _ => false,
     }
 }
 

@@ -36,6 +36,18 @@ enum CheckError {
     BadReply,
 }
 
+impl CheckError {
+    /// The server is up but will not let the check user in (wrong password, no such role or
+    /// database): a configuration problem, not a reason to take the server out of rotation.
+    fn is_login_refused(&self) -> bool {
+        match self {
+            CheckError::Server(ServerError::Auth(_)) => true,
+            CheckError::Server(ServerError::Rejected { code, .. }) => code.starts_with("28") || code == "3D000",
+            _ => false,
+        }
+    }
+}
+
 /// What one server said.
 #[derive(Debug, Clone, Copy)]
 struct Status {
@@ -125,7 +137,12 @@ fn judge(h: &Hosts, statuses: &[Option<Result<Status, CheckError>>]) {
         ServerRole::Auto if s.in_recovery => HostRole::Replica,
         ServerRole::Auto => HostRole::Primary,
     };
-    let fit_primary = |i: usize| matches!(&statuses[i], Some(Ok(s)) if role_of(i, s) == HostRole::Primary);
+    let fit_primary = |i: usize| match &statuses[i] {
+        Some(Ok(s)) => role_of(i, s) == HostRole::Primary,
+        // Up, but the check cannot log in: a configured primary is trusted as configured.
+        Some(Err(e)) if e.is_login_refused() => h.all()[i].entry.role == ServerRole::Primary,
+        _ => false,
+    };
     let current = h.primary.load(Ordering::Acquire);
     let primary = if current != NO_PRIMARY && current < statuses.len() && fit_primary(current) {
         current
@@ -140,6 +157,13 @@ fn judge(h: &Hosts, statuses: &[Option<Result<Status, CheckError>>]) {
         let before = host.state();
         let after = match status {
             None => continue,
+            Some(Err(e)) if e.is_login_refused() => {
+                host.set_error(&e.to_string());
+                if before != HostState::Unknown {
+                    tracing::error!(database = %h.database, server = %host.label(), error = %e, "health checks cannot log in (health_check_user); the server's role and lag are unknown");
+                }
+                HostState::Unknown
+            }
             Some(Err(e)) => {
                 host.banned_until.fetch_max(now + h.settings.ban_time.as_millis() as u64, Ordering::AcqRel);
                 host.set_error(&e.to_string());

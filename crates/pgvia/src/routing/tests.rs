@@ -49,6 +49,8 @@ fn route(split: ReadWriteSplit, begin: Option<&str>, sqls: &[&str]) -> Decision 
 fn reads_go_to_replicas_and_writes_to_the_primary() {
     use ReadWriteSplit::On;
     assert_eq!(route(On, None, &["SELECT * FROM t"]).target, Target::Replica);
+    // Settings follow the client to any server.
+    assert_eq!(route(On, None, &["SET search_path TO app", "SELECT 1"]).target, Target::Replica);
     for write in [
         "SELECT * FROM t FOR UPDATE",
         "SELECT nextval('s')",
@@ -57,6 +59,8 @@ fn reads_go_to_replicas_and_writes_to_the_primary() {
         "CREATE TABLE u (a int)",
         "LISTEN c",
         "SELECT pg_advisory_lock(1)",
+        "SET ROLE someone",
+        "DECLARE c CURSOR WITH HOLD FOR SELECT 1",
         "not sql at all",
     ] {
         let d = route(On, None, &[write]);

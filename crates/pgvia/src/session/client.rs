@@ -499,6 +499,8 @@ impl Session<'_> {
         let timeout = self.app.config().general.server_reset_timeout;
         let max_frame = self.app.config().general.max_message_size as usize;
         let Some(checkout) = self.server.as_mut() else { return Ok(()) };
+        // The hub listens on the server the LISTEN ran on: the primary, where routing sends it.
+        let listen_pool = checkout.pool().clone();
         let conn = checkout.conn();
         let rows = conn.query_rows("SELECT pg_catalog.pg_listening_channels()", timeout).await?;
         let listening: Vec<String> =
@@ -507,7 +509,7 @@ impl Session<'_> {
             return Ok(());
         }
         let inbox =
-            self.inbox.get_or_insert_with(|| Inbox::new(self.app.notify.hub_for(&self.pool, max_frame)));
+            self.inbox.get_or_insert_with(|| Inbox::new(self.app.notify.hub_for(&listen_pool, max_frame)));
         for channel in &unlistens {
             inbox.unlisten(channel.as_deref());
         }
