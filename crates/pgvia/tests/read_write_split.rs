@@ -511,11 +511,17 @@ async fn a_lagging_replica_leaves_rotation_until_it_catches_up() {
     let lag_bytes: u64 = host_cell(&hosts, r1.port(), "lag_bytes").parse().expect("lag_bytes");
     assert!(lag_bytes > MAX_LAG, "SHOW HOSTS lag_bytes {lag_bytes} beyond {MAX_LAG}");
     assert_eq!(host_cell(&hosts, r2.port(), "state"), "healthy", "replica 2 keeps up: {hosts:?}");
-    let d = where_ran(&rep, &reads, "", "while_lagging", 40).await;
-    assert_eq!(d, [0, 0, 40], "while replica 1 lags, replica 2 serves every read");
-
+    // Writing stops here so that replica 2, which replays as it goes, is surely within the
+    // threshold at every health check below (on a slow machine it could trail by a few
+    // hundred kB while the writer runs); replica 1 stays paused, so it stays behind.
     stop.store(true, Ordering::Relaxed);
     writing.await.expect("writer");
+    tokio::task::block_in_place(|| r2.wait_caught_up(&rep.primary)).expect("replica 2 catches up");
+    let d = where_ran(&rep, &reads, "", "while_lagging", 40).await;
+    assert_eq!(d, [0, 0, 40], "while replica 1 lags, replica 2 serves every read");
+    let hosts = show_hosts(&rep.primary, &proxy).await;
+    assert_eq!(host_cell(&hosts, r1.port(), "state"), "lagging", "{hosts:?}");
+
     tokio::task::block_in_place(|| r1.resume_replay()).expect("resume replay");
     wait_for_hosts(&rep.primary, &proxy, "replica 1 healthy after resuming", Duration::from_secs(15), |h| {
         host_cell(h, r1.port(), "state") == "healthy"
