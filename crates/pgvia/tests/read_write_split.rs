@@ -664,3 +664,70 @@ async fn load_balancing_modes() {
     on_replicas(&d, 160, "load_balance = least_connections");
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn time_lag_threshold() {
+    const TICK_MS: u64 = 1500;
+    let Some(rep) = start_replicated(2) else { return };
+    rep.setup(&(tables(&["time_lag"]) + "CREATE TABLE ticks (at timestamptz);"));
+    let config = split_config(&rep, ROLES, &["max_replica_lag = \"1s\"", "max_replica_lag_bytes = 0"]);
+    let proxy = TestProxy::start(&config).await;
+    wait_healthy(&rep, &proxy).await;
+    let (r1, r2) = (&rep.replicas[0], &rep.replicas[1]);
+
+    // A write every 1.5 s on the primary (directly): sparser than the 1 s threshold, so a lag
+    // taken as "time since the last replayed commit" would wrongly flag caught-up replicas.
+    let stop = Arc::new(AtomicBool::new(false));
+    let primary =
+        connect(&direct_conninfo(&rep.primary, USER, PASSWORD, DB)).await.expect("connect to primary");
+    let writing = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                primary
+                    .batch_execute("INSERT INTO ticks VALUES (now())")
+                    .await
+                    .expect("write on the primary");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
+
+    // Replicas that keep up within milliseconds never leave rotation for time lag.
+    let watch_until = Instant::now() + Duration::from_secs(4);
+    let mut seen = Vec::new();
+    while Instant::now() < watch_until {
+        let hosts = show_hosts(&rep.primary, &proxy).await;
+        for r in [r1, r2] {
+            let state = host_cell(&hosts, r.port(), "state");
+            if state != "healthy" {
+                seen.push(format!(
+                    "port {}: {state}, lag_ms {}",
+                    r.port(),
+                    host_cell(&hosts, r.port(), "lag_ms")
+                ));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen.is_empty(), "caught-up replicas reported out of rotation: {seen:?}");
+
+    // Paused replay: replica 1 falls behind in time and leaves rotation, then comes back.
+    tokio::task::block_in_place(|| r1.pause_replay()).expect("pause replay");
+    let hosts =
+        wait_for_hosts(&rep.primary, &proxy, "replica 1 lagging by time", Duration::from_secs(10), |h| {
+            host_cell(h, r1.port(), "state") == "lagging"
+        })
+        .await;
+    let lag_ms: u64 = host_cell(&hosts, r1.port(), "lag_ms").parse().expect("lag_ms");
+    assert!(lag_ms > 1000, "SHOW HOSTS lag_ms {lag_ms} beyond 1 s");
+    let d = where_ran(&rep, &proxy.connect(USER, PASSWORD, DB).await, "", "time_lag", 20).await;
+    assert_eq!(d[1], 0, "replica 1 serves nothing while it lags: {d:?}");
+    tokio::task::block_in_place(|| r1.resume_replay()).expect("resume replay");
+    wait_for_hosts(&rep.primary, &proxy, "replica 1 healthy after resuming", Duration::from_secs(10), |h| {
+        host_cell(h, r1.port(), "state") == "healthy"
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    writing.await.expect("writer");
+}
