@@ -688,7 +688,7 @@ async fn time_lag_threshold() {
                     .batch_execute("INSERT INTO ticks VALUES (now())")
                     .await
                     .expect("write on the primary");
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                tokio::time::sleep(Duration::from_millis(TICK_MS)).await;
             }
         })
     };
