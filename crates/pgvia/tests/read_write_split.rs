@@ -731,3 +731,30 @@ async fn time_lag_threshold() {
     stop.store(true, Ordering::Relaxed);
     writing.await.expect("writer");
 }
+
+/// `SET pgvia.role` that reaches pgvia while the client still holds a server (sent right
+/// behind a query, before its reply) is answered by pgvia in order and takes effect for the
+/// next transaction, as one sent between transactions does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn set_role_pipelined_behind_a_query() {
+    let Some(rep) = start_replicated(2) else { return };
+    rep.setup(&tables(&["after_set"]));
+    let proxy = TestProxy::start(&split_config(&rep, ROLES, &[])).await;
+    wait_healthy(&rep, &proxy).await;
+    let c = proxy.connect(USER, PASSWORD, DB).await;
+    for role in ["primary", "replica"] {
+        // Both messages leave the client before the first reply comes back.
+        let sql = format!("SET pgvia.role = '{role}'");
+        let (slow, set) = tokio::join!(c.simple_query("SELECT pg_sleep(0.3)"), c.simple_query(&sql));
+        slow.expect("pg_sleep");
+        set.expect("SET pgvia.role");
+        let d = where_ran(&rep, &c, "", "after_set", 4).await;
+        if role == "primary" {
+            on_primary(&d, 4, "after a pipelined SET pgvia.role = 'primary'");
+        } else {
+            on_replicas(&d, 4, "after a pipelined SET pgvia.role = 'replica'");
+        }
+    }
+    drop(c);
+    proxy.assert_no_leaks().await;
+}

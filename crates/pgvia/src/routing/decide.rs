@@ -15,7 +15,7 @@ use route::{Analysis, Role, SessionEffect, StatementKind};
 use wire::frontend::{self, FrontendMessage};
 use wire::FrameDecoder;
 
-use crate::config::ReadWriteSplit;
+use crate::config::{ReadWriteSplit, RolePreference};
 use crate::prepared::ClientStatements;
 
 /// The kind of server a transaction needs.
@@ -159,6 +159,28 @@ impl Walk<'_> {
             _ => Some(Decision::primary(true)),
         }
     }
+}
+
+/// The session setting that chooses where transactions go; pgvia answers it itself.
+pub const ROLE_SETTING: &str = "pgvia.role";
+
+/// `SET pgvia.role = ...` / `RESET pgvia.role` alone in a query: the role (`None` for a value
+/// that is not one) and the command tag to answer with; `None` for any other query.
+pub fn role_setting(analysis: &Analysis) -> Option<(Option<RolePreference>, &'static str)> {
+    if analysis.len() != 1 {
+        return None;
+    }
+    let statement = analysis.statement(0)?;
+    let kind = statement.kind();
+    if !matches!(kind, StatementKind::Set { .. } | StatementKind::Reset)
+        || !statement.name().is_some_and(|n| n.eq_ignore_ascii_case(ROLE_SETTING))
+    {
+        return None;
+    }
+    Some(match kind {
+        StatementKind::Reset => (Some(RolePreference::Auto), "RESET"),
+        _ => (statement.value().and_then(RolePreference::parse), "SET"),
+    })
 }
 
 /// Effects that can keep a client on its server after the transaction (`session::state`

@@ -131,3 +131,18 @@ fn picking_servers() {
     let least = Hosts::new("db", settings(&roles, LoadBalance::LeastConnections), None, 1024);
     assert_eq!(least.pick(Target::Replica, |i| if i == 1 { 5 } else { 1 }), Some(2));
 }
+
+#[test]
+fn role_settings_are_recognised() {
+    use crate::config::RolePreference;
+    let analyzer = route::Analyzer::new(route::AnalyzerOptions::default()).unwrap();
+    let role = |sql: &str| super::decide::role_setting(&analyzer.analyze(sql, &[]));
+    assert_eq!(role("SET pgvia.role = 'replica'"), Some((Some(RolePreference::Replica), "SET")));
+    // PRIMARY is a reserved word: unquoted, only `replica` and `auto` parse (as in PostgreSQL).
+    assert_eq!(role("set PGVIA.ROLE to replica"), Some((Some(RolePreference::Replica), "SET")));
+    assert_eq!(role("SET pgvia.role = 'PRIMARY'"), Some((Some(RolePreference::Primary), "SET")));
+    assert_eq!(role("RESET pgvia.role"), Some((Some(RolePreference::Auto), "RESET")));
+    assert_eq!(role("SET pgvia.role = 'nowhere'"), Some((None, "SET")));
+    assert_eq!(role("SET search_path = x"), None);
+    assert_eq!(role("SET pgvia.role = 'primary'; SELECT 1"), None);
+}

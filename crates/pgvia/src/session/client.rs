@@ -46,7 +46,7 @@ enum Local {
     RefuseParse,
     /// `SET pgvia.role` / `RESET pgvia.role`: where this session's transactions go; `None`
     /// for a value that is not a role.
-    SetRole(Option<RolePreference>),
+    SetRole(Option<RolePreference>, &'static str),
     /// A message after a refused Parse, up to and including the Sync.
     Discard,
 }
@@ -58,15 +58,10 @@ fn local_answer(analyzer: &route::Analyzer, sql: &str, begun: bool) -> Option<Lo
         return None;
     }
     let statement = analysis.statement(0)?;
-    let kind = statement.kind();
-    if matches!(kind, StatementKind::Set { .. } | StatementKind::Reset)
-        && statement.name().is_some_and(|n| n.eq_ignore_ascii_case(ROLE_SETTING))
-    {
-        return Some(Local::SetRole(match kind {
-            StatementKind::Reset => Some(RolePreference::Auto),
-            _ => statement.value().and_then(RolePreference::parse),
-        }));
+    if let Some((role, tag)) = decide::role_setting(&analysis) {
+        return Some(Local::SetRole(role, tag));
     }
+    let kind = statement.kind();
     let first_word = sql.get(statement.location())?.split_whitespace().next()?.to_ascii_uppercase();
     match (kind, begun) {
         (StatementKind::Begin(_), false) => {
@@ -77,9 +72,6 @@ fn local_answer(analyzer: &route::Analyzer, sql: &str, begun: bool) -> Option<Lo
         _ => None,
     }
 }
-
-/// The session setting that chooses where transactions go (answered by pgvia).
-const ROLE_SETTING: &str = "pgvia.role";
 
 pub struct Session<'a> {
     pub app: &'a App,
@@ -181,6 +173,7 @@ impl Session<'_> {
                 held: false,
                 open_batch: false,
                 statements: self.statements.as_mut(),
+                role: &mut self.role,
             });
             let end = relay::relay(
                 self.client,
@@ -340,7 +333,7 @@ impl Session<'_> {
                 self.discard_until_sync = true;
                 return;
             }
-            Local::SetRole(role) => {
+            Local::SetRole(role, tag) => {
                 let status = match self.deferred_begin {
                     Some(_) => TransactionStatus::InTransaction,
                     None => TransactionStatus::Idle,
@@ -348,10 +341,7 @@ impl Session<'_> {
                 match role {
                     Some(role) => {
                         self.role = role;
-                        wire::build::command_complete(
-                            out,
-                            if role == RolePreference::Auto { "RESET" } else { "SET" },
-                        );
+                        wire::build::command_complete(out, tag);
                     }
                     None => wire::build::ErrorFields::error(
                         SqlState::INVALID_PARAMETER_VALUE,
@@ -451,6 +441,7 @@ impl Session<'_> {
             )
         };
         self.wrote = decision.writes;
+        tracing::debug!(pool = %self.pool.name, ?decision, role = self.role.as_str(), "routing a transaction");
         if decision.hinted {
             return decision.target;
         }

@@ -80,6 +80,8 @@ pub struct Tracking<'a> {
     pub held: bool,
     /// An extended-protocol batch was forwarded and its Sync not yet.
     pub open_batch: bool,
+    /// Where the session's next transactions go (`SET pgvia.role`).
+    pub role: &'a mut crate::config::RolePreference,
 }
 
 /// What a relay waits on besides the two sockets: the session's time limits and the
@@ -118,6 +120,33 @@ impl Tracking<'_> {
         super::statement_mode::opens_transaction(&analysis)
     }
 
+    /// `SET pgvia.role` sent while the client holds a server (the next transaction pipelined
+    /// behind the last one's reply): answered in order in the server's place, as between
+    /// transactions. A value that is not a role goes to the server, which accepts any value
+    /// for a setting with a dot in its name, and changes nothing.
+    fn set_role(
+        &mut self,
+        server: &mut ServerConn,
+        out: &mut BytesMut,
+        run: &[u8],
+        sql: &str,
+    ) -> Option<Sent> {
+        let (role, tag) = crate::routing::decide::role_setting(&self.analyzer.analyze(sql, &[]))?;
+        let role = role?;
+        if server.tracker.is_skipping() {
+            return None;
+        }
+        *self.role = role;
+        out.extend_from_slice(run);
+        server.tracker.push(Pending {
+            request: Request::AnsweredCommand(tag),
+            replies: Replies::Forward,
+            server_effect: None,
+            client_effect: None,
+        });
+        Some(Sent::Replaced)
+    }
+
     /// Statement mode: follows whether an extended-protocol batch is open (sent, not synced).
     fn note_batch(&mut self, tag: u8) {
         match tag {
@@ -137,6 +166,11 @@ impl Tracking<'_> {
     fn send(&mut self, server: &mut ServerConn, out: &mut BytesMut, run: &[u8], frame: &[u8]) -> Sent {
         let (tag, body) = (frame[0], &frame[5..]);
         let message = FrontendMessage::parse_body(tag, body);
+        if let Ok(FrontendMessage::Query { sql }) = message {
+            if let Some(sent) = self.set_role(server, out, run, sql) {
+                return sent;
+            }
+        }
         let Some(statements) = self.statements.as_deref_mut() else {
             // Prepared statements pass through unchanged; only their effects are followed.
             server.tracker.client_sent(tag, body);
