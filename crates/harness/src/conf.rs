@@ -61,8 +61,7 @@ impl FromStr for HbaAuth {
 /// Replicas (`Cluster::start_replica`) stream from their primary over its unix
 /// socket, which `local replication all trust` admits: the `postgres` superuser
 /// they connect as has no password, and TCP auth stays exactly what the tests
-/// chose. (An extra `host replication ... trust` line looked harmless but made
-/// pgvia's PostgreSQL 18 robustness test time out connecting, so there is none.)
+/// chose, with no `host ... trust` line of any kind.
 pub(crate) fn hba_conf(auth: HbaAuth) -> String {
     let m = auth.as_str();
     format!(
