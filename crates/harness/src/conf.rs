@@ -56,14 +56,12 @@ impl FromStr for HbaAuth {
 }
 
 /// Replaces the initdb-generated pg_hba.conf entirely, so nothing permissive
-/// (e.g. `host all ... trust`) lingers to mask auth bugs under test.
+/// (e.g. `host ... trust`) lingers to mask auth bugs under test.
 ///
-/// Replication from loopback is trusted rather than using the cluster's method:
-/// replicas (`Cluster::start_replica`) stream over TCP as the `postgres`
-/// superuser, which has no password, and a password would otherwise have to sit
-/// in the replica's `primary_conninfo`. The `replication` keyword matches only
-/// physical replication connections, so ordinary logins, which pgvia's auth
-/// tests exercise, still go through the cluster's method.
+/// Replicas (`Cluster::start_replica`) stream from their primary over its unix
+/// socket, which `local replication all trust` admits: the `postgres` superuser
+/// they connect as has no password, and TCP auth stays exactly what the tests
+/// chose, with no `host ... trust` line of any kind.
 pub(crate) fn hba_conf(auth: HbaAuth) -> String {
     let m = auth.as_str();
     format!(
@@ -71,8 +69,7 @@ pub(crate) fn hba_conf(auth: HbaAuth) -> String {
          local all         all                trust\n\
          host  all         all  127.0.0.1/32  {m}\n\
          host  all         all  ::1/128       {m}\n\
-         local replication all                trust\n\
-         host  replication all  127.0.0.1/32  trust\n"
+         local replication all                trust\n"
     )
 }
 
@@ -151,10 +148,8 @@ mod tests {
         }
         let hba = hba_conf(HbaAuth::Md5);
         assert!(hba.contains("host  all         all  127.0.0.1/32  md5"));
-        // Only replication (never an ordinary login) is trusted over TCP.
-        assert!(hba
-            .lines()
-            .filter(|l| l.ends_with("trust") && l.starts_with("host"))
-            .all(|l| l.contains("replication")));
+        // Nothing is trusted over TCP; replication is over the unix socket.
+        assert!(!hba.lines().any(|l| l.starts_with("host") && l.ends_with("trust")));
+        assert!(hba.contains("local replication all                trust"));
     }
 }

@@ -2,14 +2,15 @@
 //! promote, stop and start again, pause and resume replay, wait for a replica to catch up.
 //!
 //! A replica is an ordinary [`Cluster`] made with `pg_basebackup -R -X stream` from its
-//! primary over TCP loopback (pg_hba trusts replication connections from 127.0.0.1; see
-//! `conf::hba_conf`), with its own directory and port, started with `hot_standby = on`.
+//! primary, with its own directory and port, started with `hot_standby = on`. It connects
+//! (and then streams) over the primary's unix socket as the superuser, which pg_hba trusts
+//! there (see `conf::hba_conf`).
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use crate::cluster::{cluster_dir, HOST, SUPERUSER};
+use crate::cluster::{cluster_dir, SUPERUSER};
 use crate::error::HarnessError;
 use crate::meta::Meta;
 use crate::os::run;
@@ -92,7 +93,8 @@ impl Cluster {
             // -X stream copies the WAL written meanwhile; -c fast skips waiting for a spread checkpoint.
             .args(["-R", "-X", "stream", "-c", "fast", "--no-sync", "-d"])
             .arg(format!(
-                "host={HOST} port={} user={SUPERUSER} application_name={name} sslmode=disable",
+                "host={} port={} user={SUPERUSER} application_name={name}",
+                primary.socket_dir().display(),
                 primary.port()
             ));
         run(&mut cmd)?;
