@@ -30,7 +30,9 @@ fn split_config(rep: &Replicated, roles: [&str; 3], extra: &[&str]) -> ConfigBui
         "primary_reads = false",
         "read_your_writes = \"1s\"",
         "health_check_interval = \"500ms\"",
-        "health_check_timeout = \"1s\"",
+        // Generous: eight tests with three servers each run at once on a small machine, and a
+        // check that times out bans a server that is up. A stopped one refuses at once.
+        "health_check_timeout = \"5s\"",
         "ban_time = \"2s\"",
     ];
     let key = |line: &str| line.split('=').next().unwrap_or_default().trim().to_owned();
