@@ -13,6 +13,7 @@ use wire::frontend::FrontendMessage;
 use wire::FrameDecoder;
 
 use super::error::SessionError;
+use super::memo::QueryMemo;
 use super::relay::{self, Buffers, RelayEnd};
 use super::settings;
 use super::state::{self, SessionState};
@@ -46,8 +47,7 @@ enum Local {
 }
 
 /// Whether a simple query is a lone transaction-control statement that needs no server yet.
-fn local_answer(analyzer: &route::Analyzer, sql: &str, begun: bool) -> Option<Local> {
-    let analysis = analyzer.analyze(sql, &[]);
+fn local_answer(analysis: &route::Analysis, sql: &str, begun: bool) -> Option<Local> {
     if analysis.is_conservative() || analysis.len() != 1 {
         return None;
     }
@@ -87,6 +87,8 @@ pub struct Session<'a> {
     pub inbox: Option<Inbox>,
     /// The client's prepared statements, when the pool follows them across servers.
     pub statements: Option<ClientStatements>,
+    /// The last simple query's analysis: looked at here and again in the relay.
+    pub memo: QueryMemo,
 }
 
 impl Session<'_> {
@@ -146,6 +148,7 @@ impl Session<'_> {
             let Some(checkout) = self.server.as_mut() else { continue };
             let tracking = release_when_quiescent.then_some(relay::Tracking {
                 analyzer: &self.app.analyzer,
+                memo: &mut self.memo,
                 state: &mut self.state,
                 pool: &self.pool,
                 refuse_transactions: self.pool.settings.pool_mode == PoolMode::Statement,
@@ -221,7 +224,7 @@ impl Session<'_> {
                         (wire::frontend::tag::TERMINATE, _) => return Some(RelayEnd::ClientDone),
                         _ if self.discard_until_sync => Some(Local::Discard),
                         (_, Ok(FrontendMessage::Query { sql })) if statement_mode => {
-                            let analysis = self.app.analyzer.analyze(sql, &[]);
+                            let analysis = self.memo.analyze(&self.app.analyzer, sql);
                             statement_mode::opens_transaction(&analysis).then_some(Local::RefuseQuery)
                         }
                         (_, Ok(FrontendMessage::Parse(p))) if statement_mode => {
@@ -231,7 +234,8 @@ impl Session<'_> {
                         (_, Ok(FrontendMessage::Query { sql }))
                             if self.pool.settings.pool_mode != PoolMode::Session =>
                         {
-                            local_answer(&self.app.analyzer, sql, self.deferred_begin.is_some())
+                            let analysis = self.memo.analyze(&self.app.analyzer, sql);
+                            local_answer(&analysis, sql, self.deferred_begin.is_some())
                         }
                         _ => None,
                     };
@@ -354,7 +358,13 @@ impl Session<'_> {
     /// differs from what the client was last told.
     fn tell_parameter_changes(&mut self) {
         let Some(checkout) = self.server.as_ref() else { return };
-        for (name, value) in &checkout.conn_ref().params {
+        let params = &checkout.conn_ref().params;
+        // Twice per transaction, and servers of one pool nearly always report what the
+        // client was told: one ordered walk of both maps settles it, without a search per name.
+        if *params == self.told {
+            return;
+        }
+        for (name, value) in params {
             if self.told.get(name) != Some(value) {
                 wire::build::parameter_status(&mut self.bufs.to_client, name, value);
                 self.told.insert(name.clone(), value.clone());

@@ -8,6 +8,7 @@ mod client;
 mod error;
 mod local;
 mod login;
+mod memo;
 mod relay;
 mod settings;
 mod startup;
@@ -194,6 +195,7 @@ async fn logged_in(
         discard_until_sync: false,
         inbox: None,
         statements,
+        memo: memo::QueryMemo::default(),
     };
     drop(config);
     let reason = crate::clients::CURRENT
