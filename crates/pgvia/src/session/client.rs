@@ -70,8 +70,9 @@ pub struct Session<'a> {
     /// Settings and pins: what follows the client from server to server.
     pub state: SessionState,
     pub cancel: CancelKey,
-    /// The parameter values the client has been told (ParameterStatus).
-    pub told: ServerParams,
+    /// The parameter values the client has been told (ParameterStatus); shared with the pool
+    /// and other clients until it differs from theirs.
+    pub told: Arc<ServerParams>,
     pub bufs: Buffers,
     pub decoder: FrameDecoder,
     pub shutdown: watch::Receiver<Phase>,
@@ -252,7 +253,12 @@ impl Session<'_> {
             if *self.shutdown.borrow() != Phase::Running {
                 return Some(RelayEnd::Shutdown);
             }
-            relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
+            // A client that never sent anything after its login has no buffer yet and gets a
+            // small one with its first read (tokio's read_buf makes 64 bytes of room): an idle
+            // client costs no read buffer.
+            if self.bufs.from_client.capacity() > 0 {
+                relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
+            }
             // Replies of the last transaction may still be on their way to the client.
             let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
             let mut inbox = self.inbox.as_mut();
@@ -361,13 +367,13 @@ impl Session<'_> {
         let params = &checkout.conn_ref().params;
         // Twice per transaction, and servers of one pool nearly always report what the
         // client was told: one ordered walk of both maps settles it, without a search per name.
-        if *params == self.told {
+        if *params == *self.told {
             return;
         }
         for (name, value) in params {
             if self.told.get(name) != Some(value) {
                 wire::build::parameter_status(&mut self.bufs.to_client, name, value);
-                self.told.insert(name.clone(), value.clone());
+                Arc::make_mut(&mut self.told).insert(name.clone(), value.clone());
             }
         }
     }
