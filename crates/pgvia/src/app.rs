@@ -20,7 +20,8 @@ use crate::cancel::CancelRegistry;
 use crate::clients::ClientRegistry;
 use crate::config::{Config, Database, PoolMode, TlsMode, User};
 use crate::net::tls::{self, TlsError};
-use crate::pool::{Carried, Pool, PoolKey, Pools};
+use crate::pool::{Carried, Pool, PoolGroup, PoolKey, Pools};
+use crate::routing::Hosts;
 use crate::server::ServerAddress;
 use crate::session::SessionError;
 
@@ -79,6 +80,8 @@ pub struct App {
     /// SQL analysis, shared by every session (its cache is concurrent).
     pub analyzer: route::Analyzer,
     pub pools: Pools,
+    /// Each database's servers (roles, health, lag), by database name.
+    hosts: Mutex<HashMap<String, Arc<Hosts>>>,
     /// LISTEN/NOTIFY hubs, one per pool that has listeners (transaction and statement mode).
     pub notify: crate::notify::Hubs,
     /// Prepared statements shared by every transaction-mode pool.
@@ -127,6 +130,7 @@ impl App {
             analyzer,
             snapshot: ArcSwap::from_pointee(Snapshot::new(config)?),
             pools: Pools::default(),
+            hosts: Mutex::new(HashMap::new()),
             notify: crate::notify::Hubs::default(),
             statements: Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default())),
             cancels: Arc::new(CancelRegistry::default()),
@@ -165,10 +169,67 @@ impl App {
         self.config().pool.connect_timeout
     }
 
-    /// The pool for a (database, user), created on first use.
-    pub fn pool_for(&self, db: &Database, user: &User) -> Arc<Pool> {
-        let key = PoolKey { database: db.name.clone(), user: user.name.clone() };
-        self.pools.get_or_create(key, |key| self.build_pool(&self.config(), key, db, user, None))
+    /// The servers of a database and what is known about them, made on first use.
+    pub fn hosts_for(&self, db: &Database) -> Arc<Hosts> {
+        let mut map = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(h) = map.get(&db.name).filter(|h| !h.is_retired()) {
+            return h.clone();
+        }
+        let config = self.config();
+        let settings = db.routing(&config.users);
+        let check_addr =
+            settings.health_check_user.as_deref().and_then(|u| config.user(u)).map(|u| ServerAddress {
+                host: String::new(),
+                port: 0,
+                dbname: db.server_dbname().to_owned(),
+                user: u.name.clone(),
+                password: u.password_for_server().map(str::to_owned),
+            });
+        let hosts = Hosts::new(&db.name, settings, check_addr, config.general.max_message_size as usize);
+        map.insert(db.name.clone(), hosts.clone());
+        hosts
+    }
+
+    /// Every database's servers; databases with several servers (or discovered roles) are
+    /// set up, and their health checks started, if no client has used them yet.
+    pub fn all_hosts(&self) -> Vec<Arc<Hosts>> {
+        let config = self.config();
+        config
+            .databases
+            .iter()
+            .filter_map(|db| {
+                let known = self.hosts.lock().unwrap_or_else(PoisonError::into_inner).get(&db.name).cloned();
+                match known.filter(|h| !h.is_retired()) {
+                    Some(h) => Some(h),
+                    None if db.routing(&config.users).checks_health() => Some(self.hosts_for(db)),
+                    None => None,
+                }
+            })
+            .collect()
+    }
+
+    /// A reload changed how a database's servers are used: the next use builds them anew.
+    pub(crate) fn forget_hosts(&self, database: &str) {
+        if let Some(h) = self.hosts.lock().unwrap_or_else(PoisonError::into_inner).remove(database) {
+            h.retire();
+        }
+    }
+
+    /// The pools of a (database, user), one per server of the database, made on first use.
+    pub fn group_for(&self, db: &Database, user: &User) -> Arc<PoolGroup> {
+        let hosts = self.hosts_for(db);
+        let multi = hosts.len() > 1;
+        let pools = (0..hosts.len())
+            .map(|i| {
+                let key = PoolKey {
+                    database: db.name.clone(),
+                    user: user.name.clone(),
+                    server: multi.then_some(i),
+                };
+                self.pools.get_or_create(key, |key| self.build_pool(&self.config(), key, db, user, None))
+            })
+            .collect();
+        Arc::new(PoolGroup { hosts, pools })
     }
 
     /// A new pool for (`db`, `user`) under `config`; `replacing` hands over its totals.
@@ -181,7 +242,8 @@ impl App {
         replacing: Option<&Pool>,
     ) -> Arc<Pool> {
         let settings = config.pool_settings(db, user);
-        let addr = pool_address(db, user);
+        // Pools are made for servers the configuration lists; a stale index gets the first.
+        let addr = pool_address(db, user, key.server).unwrap_or_else(|| first_address(db, user));
         let (totals, waits) = match replacing {
             Some(old) => (old.totals.clone(), old.wait_histogram.clone()),
             None => Default::default(),
@@ -369,10 +431,25 @@ impl Drop for ClientSlot<'_> {
 }
 
 /// How pgvia connects to `db`'s server as `user`.
-pub(crate) fn pool_address(db: &Database, user: &User) -> ServerAddress {
+/// Where the pool of (`db`, `user`) for server `server` connects: `None` is the database's
+/// one server (`host`/`port`, or the first of `servers`). `None` when there is no such server.
+pub(crate) fn pool_address(db: &Database, user: &User, server: Option<usize>) -> Option<ServerAddress> {
+    match server {
+        None => Some(first_address(db, user)),
+        Some(i) => db.servers.get(i).map(|s| address(db, user, &s.host, s.port)),
+    }
+}
+
+/// The database's one server, or the first it lists.
+fn first_address(db: &Database, user: &User) -> ServerAddress {
+    let (host, port) = db.first_server();
+    address(db, user, host, port)
+}
+
+fn address(db: &Database, user: &User, host: &str, port: u16) -> ServerAddress {
     ServerAddress {
-        host: db.host.clone(),
-        port: db.port,
+        host: host.to_owned(),
+        port,
         dbname: db.server_dbname().to_owned(),
         user: user.name.clone(),
         password: user.password_for_server().map(str::to_owned),

@@ -19,6 +19,7 @@ pub mod pool;
 pub mod prepared;
 pub mod proxy;
 pub mod reload;
+pub mod routing;
 pub mod server;
 pub mod session;
 pub mod stats;

@@ -37,6 +37,8 @@ impl Proxy {
         let port = config.general.listen_port;
         let metrics_addr = config.general.metrics_listen.clone();
         let app = App::new(config)?;
+        // Health checks start now, not at the first client: roles and lag are known by then.
+        app.all_hosts();
         let listener = crate::net::listener::bind(&host, port)
             .await
             .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;

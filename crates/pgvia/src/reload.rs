@@ -53,17 +53,31 @@ pub async fn reload(app: &App) -> Result<ReloadSummary, ReloadError> {
 pub fn apply(app: &App, new: Config) -> Result<ReloadSummary, ReloadError> {
     let old = app.config();
     let mut summary = ReloadSummary { need_restart: restart_only_changes(&old, &new), ..Default::default() };
+    // Databases whose servers or routing changed get their health state built anew.
+    let changed_routing: Vec<String> = old
+        .databases
+        .iter()
+        .filter(|d| new.database(&d.name).is_none_or(|n| n.routing(&new.users) != d.routing(&old.users)))
+        .map(|d| d.name.clone())
+        .collect();
     drop(old);
     app.swap_snapshot(Snapshot::new(new)?);
+    for name in &changed_routing {
+        app.forget_hosts(name);
+    }
+    app.all_hosts();
     let config = app.config();
     for pool in app.pools.all() {
         let db = config.database(&pool.key.database);
         let user = config.user(&pool.key.user);
-        let retired = match (db, user) {
-            (Some(db), Some(user)) => {
-                if config.pool_settings(db, user) == pool.settings
-                    && pool_address(db, user) == *pool.server_address()
-                {
+        // The server this pool was made for, if the database still lists it at that place.
+        let addr = db.zip(user).and_then(|(db, user)| {
+            let multi = db.servers.len() > 1;
+            (pool.key.server.is_some() == multi).then(|| pool_address(db, user, pool.key.server)).flatten()
+        });
+        let retired = match (db, user, addr) {
+            (Some(db), Some(user), Some(addr)) => {
+                if config.pool_settings(db, user) == pool.settings && addr == *pool.server_address() {
                     continue;
                 }
                 let next = app.build_pool(&config, pool.key.clone(), db, user, Some(&pool));

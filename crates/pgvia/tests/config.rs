@@ -3,7 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pgvia::config::{AuthMethod, Config, ConfigError, PoolMode, PoolSettings, Problem, TlsMode};
+use pgvia::config::{
+    AuthMethod, Config, ConfigError, LoadBalance, PoolMode, PoolSettings, Problem, ReadWriteSplit,
+    RolePreference, ServerRole, TlsMode,
+};
 
 const ORIGIN: &str = "/etc/pgvia/pgvia.toml";
 
@@ -95,7 +98,7 @@ fn full_layout_parses() {
     assert_eq!((g.server_reset_query.as_str(), g.log_level.as_str()), ("DISCARD ALL", "info"));
 
     let db = c.database("app").expect("database app");
-    assert_eq!((db.host.as_str(), db.port, db.server_dbname()), ("127.0.0.1", 5432, "app_prod"));
+    assert_eq!((db.host.as_deref().unwrap(), db.port, db.server_dbname()), ("127.0.0.1", 5432, "app_prod"));
     assert_eq!(db.max_client_connections, Some(500));
     let user = c.user("app").expect("user app");
     assert_eq!(c.auth_method(user), AuthMethod::Md5);
@@ -525,4 +528,43 @@ fn display_omits_unknown_lines() {
         ],
     };
     assert_eq!(err.to_string(), "x.toml: users[0].password: is empty\nx.toml:3: invalid table header");
+}
+
+#[test]
+fn primary_and_replicas() {
+    let ok = "[[users]]\nname = \"u\"\nauth_method = \"trust\"\ndefault_role = \"replica\"\n\
+              [[databases]]\nname = \"a\"\nread_write_split = \"conservative\"\nload_balance = \"least_connections\"\n\
+              max_replica_lag = \"5s\"\n\
+              [[databases.servers]]\nhost = \"10.0.0.1\"\nrole = \"primary\"\n\
+              [[databases.servers]]\nhost = \"10.0.0.2\"\nport = 5433\nweight = 3\n";
+    let config = Config::parse(ok, Path::new("pgvia.toml")).unwrap();
+    let db = &config.databases[0];
+    let r = db.routing(&config.users);
+    assert_eq!(r.servers.len(), 2);
+    assert_eq!((r.servers[1].port, r.servers[1].role, r.servers[1].weight), (5433, ServerRole::Auto, 3));
+    assert_eq!(r.read_write_split, ReadWriteSplit::Conservative);
+    assert_eq!(r.load_balance, LoadBalance::LeastConnections);
+    assert_eq!(r.max_replica_lag, Duration::from_secs(5));
+    assert_eq!(r.read_your_writes, Duration::from_secs(1));
+    assert_eq!(r.health_check_user.as_deref(), Some("u"));
+    assert_eq!(db.first_server(), ("10.0.0.1", 5432));
+    assert_eq!(config.users[0].default_role, Some(RolePreference::Replica));
+
+    let bad = "[[users]]\nname = \"u\"\nauth_method = \"trust\"\n\
+               [[databases]]\nname = \"a\"\nhost = \"h\"\nhealth_check_interval = \"0s\"\nhealth_check_user = \"nobody\"\n\
+               [[databases.servers]]\nhost = \"x\"\nrole = \"primary\"\n\
+               [[databases.servers]]\nhost = \"x\"\nrole = \"primary\"\n\
+               [[databases]]\nname = \"b\"\n\
+               [[databases.servers]]\nhost = \"y\"\nrole = \"replica\"\n";
+    assert_eq!(
+        problems(bad),
+        [
+            "6: databases[0].host: give either host/port or [[databases.servers]], not both",
+            "7: databases[0].health_check_interval: must be more than 0s",
+            "8: databases[0].health_check_user: no [[users]] entry is called \"nobody\"",
+            "9: databases[0].servers: more than one server has role \"primary\"",
+            "13: databases[0].servers[1].host: x:5432 is listed twice",
+            "17: databases[1].servers: no server can take writes: give one role \"primary\" or \"auto\"",
+        ]
+    );
 }

@@ -42,7 +42,7 @@ fn write_config(path: &Path, pg: &Cluster, other: Option<u32>, extra_users: &[&s
 }
 
 fn key(db: &str) -> PoolKey {
-    PoolKey { database: db.to_owned(), user: USER.to_owned() }
+    PoolKey { database: db.to_owned(), user: USER.to_owned(), server: None }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,7 @@ use crate::store::{Entry, HintData, InsertData, PredData, Range32, Span, StmtDat
 pub struct Analysis {
     pub(crate) outcome: Outcome,
     pub(crate) writes: bool,
+    pub(crate) calls_unlisted: bool,
     pub(crate) stmt_count: u32,
     pub(crate) hints: HintData,
     pub(crate) entries: Box<[Entry]>,
@@ -31,6 +32,7 @@ impl Analysis {
         Analysis {
             outcome,
             writes: true,
+            calls_unlisted: true,
             stmt_count: 0,
             hints,
             entries: Box::default(),
@@ -54,6 +56,14 @@ impl Analysis {
     /// (`LISTEN`, `NOTIFY`, `VACUUM`, ...). Always true for a conservative analysis.
     pub fn writes(&self) -> bool {
         self.writes
+    }
+
+    /// Whether the query calls a function that is not one of the built-ins known to only
+    /// read (aggregates, string, math, date and JSON functions, ...). A user-defined function
+    /// may write even when it is called from a `SELECT`. Always true for a conservative
+    /// analysis.
+    pub fn calls_unlisted_functions(&self) -> bool {
+        self.calls_unlisted
     }
 
     /// Number of statements (zero for an empty or conservative query).

@@ -33,6 +33,135 @@ const BUILTIN_WRITES: &[&str] = &[
     "pg_create_restore_point",
 ];
 
+/// Common built-ins that only read: a `SELECT` calling nothing else cannot hide a write in a
+/// function body. Sorted, for a binary search.
+const BUILTIN_READS: &[&str] = &[
+    "abs",
+    "age",
+    "array_agg",
+    "array_length",
+    "array_position",
+    "array_to_string",
+    "avg",
+    "bit_length",
+    "bool_and",
+    "bool_or",
+    "btrim",
+    "cardinality",
+    "cast",
+    "cbrt",
+    "ceil",
+    "ceiling",
+    "char_length",
+    "character_length",
+    "clock_timestamp",
+    "coalesce",
+    "concat",
+    "concat_ws",
+    "count",
+    "current_database",
+    "current_date",
+    "current_schema",
+    "current_setting",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "date_part",
+    "date_trunc",
+    "decode",
+    "div",
+    "encode",
+    "every",
+    "exp",
+    "extract",
+    "floor",
+    "format",
+    "gen_random_uuid",
+    "generate_series",
+    "greatest",
+    "initcap",
+    "json_agg",
+    "json_build_array",
+    "json_build_object",
+    "json_extract_path",
+    "json_extract_path_text",
+    "json_object_agg",
+    "jsonb_agg",
+    "jsonb_array_elements",
+    "jsonb_array_length",
+    "jsonb_build_array",
+    "jsonb_build_object",
+    "jsonb_each",
+    "jsonb_extract_path",
+    "jsonb_extract_path_text",
+    "jsonb_object_agg",
+    "jsonb_set",
+    "jsonb_typeof",
+    "least",
+    "left",
+    "length",
+    "ln",
+    "localtime",
+    "localtimestamp",
+    "log",
+    "lower",
+    "lpad",
+    "ltrim",
+    "make_date",
+    "make_interval",
+    "make_timestamp",
+    "make_timestamptz",
+    "max",
+    "md5",
+    "min",
+    "mod",
+    "now",
+    "nullif",
+    "octet_length",
+    "overlaps",
+    "pg_backend_pid",
+    "pg_is_in_recovery",
+    "pg_postmaster_start_time",
+    "position",
+    "power",
+    "random",
+    "regexp_match",
+    "regexp_matches",
+    "regexp_replace",
+    "regexp_split_to_array",
+    "repeat",
+    "replace",
+    "reverse",
+    "right",
+    "round",
+    "row_number",
+    "rpad",
+    "rtrim",
+    "session_user",
+    "sign",
+    "split_part",
+    "sqrt",
+    "statement_timestamp",
+    "string_agg",
+    "strpos",
+    "substr",
+    "substring",
+    "sum",
+    "timeofday",
+    "to_char",
+    "to_date",
+    "to_json",
+    "to_jsonb",
+    "to_number",
+    "to_timestamp",
+    "transaction_timestamp",
+    "trim",
+    "trunc",
+    "unnest",
+    "upper",
+    "version",
+];
+
 /// Functions listed by the user as writing (`write_functions` in the configuration), on
 /// top of the built-in list.
 #[derive(Debug, Clone, Default)]
@@ -153,7 +282,11 @@ impl<'t> Walker<'t, '_> {
     /// Classifies one function call: writes, advisory locks, `set_config`.
     pub fn func_call(&mut self, f: &'t FuncCall) -> W {
         let (schema, name) = func_name(f.funcname());
-        if schema.is_none() || schema == Some("pg_catalog") {
+        let builtin = schema.is_none() || schema == Some("pg_catalog");
+        if !builtin || BUILTIN_READS.binary_search(&name).is_err() {
+            self.s.calls_unlisted = true;
+        }
+        if builtin {
             if BUILTIN_WRITES.contains(&name) {
                 self.writes = true;
             } else if let Some((scope, op)) = advisory(name) {
@@ -202,6 +335,11 @@ impl<'t> Walker<'t, '_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn builtin_reads_are_sorted_for_binary_search() {
+        assert!(super::BUILTIN_READS.windows(2).all(|w| w[0] < w[1]));
+    }
+
     use super::*;
 
     #[test]

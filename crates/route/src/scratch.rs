@@ -25,6 +25,8 @@ pub(crate) struct Scratch {
     pub columns: Vec<Span>,
     pub values: Vec<ValueData>,
     pub arena: String,
+    /// A function outside the known read-only built-ins was called somewhere in the query.
+    pub calls_unlisted: bool,
 }
 
 thread_local! {
@@ -56,6 +58,7 @@ impl Scratch {
         self.columns.clear();
         self.values.clear();
         self.arena.clear();
+        self.calls_unlisted = false;
     }
 
     fn footprint(&self) -> usize {
@@ -140,6 +143,7 @@ impl Scratch {
         Analysis {
             outcome,
             writes,
+            calls_unlisted: self.calls_unlisted,
             stmt_count: n_stmts as u32,
             hints,
             entries: entries.into_boxed_slice(),

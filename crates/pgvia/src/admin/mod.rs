@@ -8,6 +8,7 @@ pub mod census;
 mod commands;
 mod rows;
 mod show;
+mod show_hosts;
 mod show_stats;
 
 use bytes::BytesMut;

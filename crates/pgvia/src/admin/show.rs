@@ -27,6 +27,7 @@ pub fn show(app: &App, what: &str) -> Option<RowSet> {
         "PREPARED" => prepared(app),
         "ANALYSIS_CACHE" => analysis_cache(app),
         "PINS" => pins(app),
+        "HOSTS" => super::show_hosts::hosts(app),
         "HELP" => help(),
         _ => return None,
     })
@@ -281,10 +282,11 @@ fn databases(app: &App) -> RowSet {
     for db in &config.databases {
         let servers: usize =
             pools.iter().filter(|p| p.key.database == db.name).map(|p| p.server_count()).sum();
+        let (host, port) = db.first_server();
         rs.push(vec![
             db.name.as_str().into(),
-            db.host.as_str().into(),
-            db.port.into(),
+            host.into(),
+            port.into(),
             db.server_dbname().into(),
             Value::Null,
             db.pool_size.unwrap_or(config.pool.pool_size).into(),
@@ -518,7 +520,7 @@ fn help() -> RowSet {
     let lines = [
         ("SHOW POOLS|STATS|STATS_TOTALS|STATS_AVERAGES", "pools and traffic, PgBouncer's columns"),
         ("SHOW CLIENTS|SERVERS|DATABASES|USERS|CONFIG|LISTS|VERSION", "connections and settings"),
-        ("SHOW PREPARED|ANALYSIS_CACHE|PINS", "pgvia's own"),
+        ("SHOW PREPARED|ANALYSIS_CACHE|PINS|HOSTS", "pgvia's own"),
         ("PAUSE [db]", "let transactions finish, then hold new ones"),
         ("RESUME [db]", "undo PAUSE or KILL"),
         ("RECONNECT [db]", "replace server connections as they come back"),

@@ -8,6 +8,7 @@
 mod error;
 mod model;
 mod resolve;
+mod routing;
 mod spans;
 mod validate;
 mod values;
@@ -21,6 +22,7 @@ pub use model::{
     AnalysisSettings, AuthMethod, CacheAdmission, Config, Database, General, LogFormat, PasswordFormat,
     PoolDefaults, PoolMode, PoolSettings, TlsMode, User,
 };
+pub use routing::{LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole};
 pub use values::parse_duration;
 
 /// Databases that reach the admin console instead of a server.

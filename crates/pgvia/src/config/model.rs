@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::routing::{
+    self, LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole,
+};
 use super::values;
 
 /// How a client proves who it is; defined with the code that checks it.
@@ -310,11 +313,54 @@ impl Default for PoolDefaults {
 pub struct Database {
     /// The name clients ask for. Required, unique, not empty.
     pub name: String,
-    /// PostgreSQL server host name or IP address. Required.
-    pub host: String,
+    /// PostgreSQL server host name or IP address: the database's one server, its primary.
+    /// Required unless `servers` lists the servers instead.
+    #[serde(default)]
+    pub host: Option<String>,
     /// PostgreSQL server port. Default 5432.
     #[serde(default = "default_server_port", deserialize_with = "values::port")]
     pub port: u16,
+    /// `[[databases.servers]]`: a primary and its replicas, instead of `host`/`port`.
+    #[serde(default)]
+    pub servers: Vec<ServerEntry>,
+    /// `off`, `on` or `conservative`: whether reads go to replicas. Default `off`.
+    #[serde(default = "default_split")]
+    pub read_write_split: ReadWriteSplit,
+    /// `round_robin`, `random` or `least_connections`. Default `round_robin`.
+    #[serde(default = "default_balance")]
+    pub load_balance: LoadBalance,
+    /// The primary serves reads too, in rotation with the replicas. Default false.
+    #[serde(default)]
+    pub primary_reads: bool,
+    /// After a client's transaction writes, its reads stay on the primary this long.
+    /// Default `"1s"`; `"0s"` = off.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub read_your_writes: Option<Duration>,
+    /// How often each server is checked (role, lag, liveness). Default `"1s"`.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub health_check_interval: Option<Duration>,
+    /// How long one check may take before the server counts as failed. Default `"2s"`.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub health_check_timeout: Option<Duration>,
+    /// A query each check also runs; the server fails the check if it errors. Default none.
+    #[serde(default)]
+    pub health_check_query: String,
+    /// The `[[users]]` entry health checks log in as. Default: the first user that is not
+    /// `admin` (else the first user).
+    #[serde(default)]
+    pub health_check_user: Option<String>,
+    /// How long a server that failed a connect or a check stays out of rotation, at least.
+    /// Default `"10s"`.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub ban_time: Option<Duration>,
+    /// A replica this many bytes of WAL behind the primary leaves rotation until it catches
+    /// up. Default 0 = no limit.
+    #[serde(default)]
+    pub max_replica_lag_bytes: u64,
+    /// A replica whose replay is this far behind in time leaves rotation. Default `"0s"` =
+    /// no limit.
+    #[serde(default, deserialize_with = "values::opt_duration")]
+    pub max_replica_lag: Option<Duration>,
     /// Database name on the server. Default: `name`. Use [`Database::server_dbname`].
     #[serde(default)]
     pub dbname: Option<String>,
@@ -362,10 +408,64 @@ impl Database {
     pub fn server_dbname(&self) -> &str {
         self.dbname.as_deref().unwrap_or(&self.name)
     }
+
+    /// The database's one server (`host`/`port`) or the first of `servers`: where
+    /// `/health` probes and `SHOW DATABASES` points.
+    pub fn first_server(&self) -> (&str, u16) {
+        match self.servers.first() {
+            Some(s) => (&s.host, s.port),
+            None => (self.host.as_deref().unwrap_or_default(), self.port),
+        }
+    }
+
+    /// The routing keys with defaults applied; `host`/`port` become the one server, the
+    /// primary. `users` resolves the health-check user's default.
+    pub fn routing(&self, users: &[User]) -> RoutingSettings {
+        let servers = if self.servers.is_empty() {
+            vec![ServerEntry {
+                host: self.host.clone().unwrap_or_default(),
+                port: self.port,
+                role: ServerRole::Primary,
+                weight: 1,
+            }]
+        } else {
+            self.servers.clone()
+        };
+        let health_check_user = self.health_check_user.clone().or_else(|| {
+            // Admin console users are often not PostgreSQL roles at all.
+            users.iter().find(|u| !u.admin).or(users.first()).map(|u| u.name.clone())
+        });
+        RoutingSettings {
+            servers,
+            read_write_split: self.read_write_split,
+            load_balance: self.load_balance,
+            primary_reads: self.primary_reads,
+            read_your_writes: self.read_your_writes.unwrap_or(routing::defaults::READ_YOUR_WRITES),
+            health_check_interval: self
+                .health_check_interval
+                .unwrap_or(routing::defaults::HEALTH_CHECK_INTERVAL),
+            health_check_timeout: self
+                .health_check_timeout
+                .unwrap_or(routing::defaults::HEALTH_CHECK_TIMEOUT),
+            health_check_query: self.health_check_query.clone(),
+            health_check_user,
+            ban_time: self.ban_time.unwrap_or(routing::defaults::BAN_TIME),
+            max_replica_lag_bytes: self.max_replica_lag_bytes,
+            max_replica_lag: self.max_replica_lag.unwrap_or(Duration::ZERO),
+        }
+    }
 }
 
 fn default_server_port() -> u16 {
     5432
+}
+
+fn default_split() -> ReadWriteSplit {
+    ReadWriteSplit::Off
+}
+
+fn default_balance() -> LoadBalance {
+    LoadBalance::RoundRobin
 }
 
 /// One `[[users]]` entry.
@@ -392,6 +492,10 @@ pub struct User {
     /// but the process-wide and per-database ones.
     #[serde(default)]
     pub max_client_connections: Option<u32>,
+    /// Where this user's transactions go on databases with replicas: `primary`, `replica`
+    /// or `auto` (decided by the database's `read_write_split`). Default `auto`.
+    #[serde(default)]
+    pub default_role: Option<RolePreference>,
     /// Overrides the database's and `[pool]`'s `pool_mode` for this user.
     #[serde(default)]
     pub pool_mode: Option<PoolMode>,

@@ -8,8 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::error::Problem;
-use super::model::{AuthMethod, Config, PasswordFormat, TlsMode, User};
+use super::model::{AuthMethod, Config, Database, PasswordFormat, TlsMode, User};
 use super::resolve::{Layer, Stack};
+use super::routing::ServerRole;
 
 /// `host:port`, with the port a number and the host not empty (`[::1]:9930` for IPv6).
 fn check_host_port(addr: &str) -> Result<(), String> {
@@ -126,9 +127,7 @@ impl Validator {
             if Config::is_admin_database(&db.name) {
                 self.report(at("name"), format!("{:?} is reserved for the admin console", db.name));
             }
-            if db.host.is_empty() || db.host.contains(char::is_whitespace) {
-                self.report(at("host"), format!("expected an IP address or a hostname, got {:?}", db.host));
-            }
+            self.servers(i, db, config);
             if let Some(dbname) = &db.dbname {
                 if dbname.is_empty() || dbname.contains('\0') {
                     self.report(at("dbname"), "must be a non-empty name without NUL characters");
@@ -136,6 +135,57 @@ impl Validator {
             }
             if db.max_client_connections == Some(0) {
                 self.report(at("max_client_connections"), "must be at least 1");
+            }
+        }
+    }
+
+    /// `host` or `[[databases.servers]]`, and the keys that say how they are used.
+    fn servers(&mut self, i: usize, db: &Database, config: &Config) {
+        let at = |key: &str| format!("databases[{i}].{key}");
+        let bad_host = |h: &str| h.is_empty() || h.contains(char::is_whitespace);
+        match (&db.host, db.servers.is_empty()) {
+            (None, true) => self.report(at("host"), "required key is missing"),
+            (Some(_), false) => {
+                self.report(at("host"), "give either host/port or [[databases.servers]], not both")
+            }
+            (Some(host), true) if bad_host(host) => {
+                self.report(at("host"), format!("expected an IP address or a hostname, got {host:?}"));
+            }
+            _ => {}
+        }
+        let mut seen = HashSet::new();
+        for (j, server) in db.servers.iter().enumerate() {
+            let at = |key: &str| format!("databases[{i}].servers[{j}].{key}");
+            if bad_host(&server.host) {
+                self.report(
+                    at("host"),
+                    format!("expected an IP address or a hostname, got {:?}", server.host),
+                );
+            }
+            if !seen.insert((&server.host, server.port)) {
+                self.report(at("host"), format!("{}:{} is listed twice", server.host, server.port));
+            }
+        }
+        let primaries = db.servers.iter().filter(|s| s.role == ServerRole::Primary).count();
+        if primaries > 1 {
+            self.report(at("servers"), "more than one server has role \"primary\"");
+        }
+        if !db.servers.is_empty() && db.servers.iter().all(|s| s.role == ServerRole::Replica) {
+            self.report(at("servers"), "no server can take writes: give one role \"primary\" or \"auto\"");
+        }
+        let positive = [
+            ("health_check_interval", db.health_check_interval),
+            ("health_check_timeout", db.health_check_timeout),
+            ("ban_time", db.ban_time),
+        ];
+        for (key, value) in positive {
+            if value.is_some_and(|d| d.is_zero()) {
+                self.report(at(key), "must be more than 0s");
+            }
+        }
+        if let Some(user) = &db.health_check_user {
+            if config.user(user).is_none() {
+                self.report(at("health_check_user"), format!("no [[users]] entry is called {user:?}"));
             }
         }
     }

@@ -34,14 +34,19 @@ impl fmt::Debug for Scrape {
     }
 }
 
-type Labels<'a> = Vec<(&'static str, &'a str)>;
+pub(super) type Labels<'a> = Vec<(&'static str, &'a str)>;
 
 fn pool_labels(p: &Pool) -> Labels<'_> {
-    vec![("database", p.key.database.as_str()), ("user", p.key.user.as_str())]
+    let mut labels = vec![("database", p.key.database.as_str()), ("user", p.key.user.as_str())];
+    // A database with several servers has one pool per server.
+    if let Some(server) = p.server_label() {
+        labels.push(("host", server));
+    }
+    labels
 }
 
 /// Writes one metric family: a descriptor, then one sample per label set.
-fn family<'a, V: Copy>(
+pub(super) fn family<'a, V: Copy>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
@@ -316,6 +321,6 @@ impl Collector for Scrape {
             gauge,
             [(none(), app.active_sessions() as u64)],
         )?;
-        Ok(())
+        super::hosts::encode(app, &mut enc)
     }
 }

@@ -17,8 +17,12 @@ pub async fn check(app: &App) -> (bool, String) {
         return (false, "shutting down\n".to_owned());
     }
     let pools = app.pools.all();
-    let databases: Vec<(String, String, u16)> =
-        app.config().databases.iter().map(|d| (d.name.clone(), d.host.clone(), d.port)).collect();
+    let databases: Vec<(String, String, u16)> = app
+        .config()
+        .databases
+        .iter()
+        .map(|d| (d.name.clone(), d.first_server().0.to_owned(), d.first_server().1))
+        .collect();
     let mut ok = true;
     let mut text = String::new();
     for (name, host, port) in databases {

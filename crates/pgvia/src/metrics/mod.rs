@@ -5,6 +5,7 @@
 
 mod encode;
 mod health;
+mod hosts;
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -5,6 +5,7 @@
 //! permits are the pool size, so the list lock is held only to push or pop, never across I/O.
 
 mod checkout;
+mod group;
 mod maintain;
 
 use std::collections::{HashMap, HashSet};
@@ -17,6 +18,7 @@ use thiserror::Error;
 use tokio::sync::{watch, Semaphore};
 
 pub use checkout::Checkout;
+pub use group::PoolGroup;
 
 use crate::clients::{set_current_state, ClientState};
 use crate::config::PoolSettings;
@@ -28,6 +30,8 @@ use crate::session::PinReason;
 pub struct PoolKey {
     pub database: String,
     pub user: String,
+    /// Which of the database's servers (`routing::Hosts`); `None` for a database with one.
+    pub server: Option<usize>,
 }
 
 #[derive(Debug, Error)]
@@ -38,6 +42,8 @@ pub enum PoolError {
     Connect { pool: String, source: ServerError },
     #[error("pool \"{pool}\" is closed")]
     Closed { pool: String },
+    #[error("no primary server of database \"{database}\" became available within {waited:?}")]
+    NoPrimary { database: String, waited: Duration },
 }
 
 /// Counters read by logs, the admin console and metrics.
@@ -132,7 +138,10 @@ impl Pool {
         carried: Carried,
     ) -> Arc<Self> {
         let pool = Arc::new(Pool {
-            name: format!("{}/{}", key.database, key.user),
+            name: match key.server {
+                None => format!("{}/{}", key.database, key.user),
+                Some(_) => format!("{}/{}@{}:{}", key.database, key.user, addr.host, addr.port),
+            },
             key,
             permits: Arc::new(Semaphore::new(settings.pool_size as usize)),
             settings,
@@ -157,6 +166,11 @@ impl Pool {
     /// A client's statement map, when this pool follows prepared statements across servers.
     pub fn client_statements(&self) -> Option<ClientStatements> {
         self.statements.clone().map(ClientStatements::new)
+    }
+
+    /// `host:port` of this pool's server when its database has several (metrics label).
+    pub fn server_label(&self) -> Option<&str> {
+        self.key.server.and(self.name.split_once('@').map(|(_, server)| server))
     }
 
     pub fn server_address(&self) -> &ServerAddress {
@@ -386,6 +400,11 @@ impl Pool {
         tokio::spawn(conn.close());
     }
 
+    /// How busy this pool is, for `least_connections`: servers in use plus clients waiting.
+    pub fn load(&self) -> usize {
+        self.stats.servers_active.load(Ordering::Relaxed) + self.stats.clients_waiting.load(Ordering::Relaxed)
+    }
+
     /// Servers currently open (idle and checked out).
     pub fn server_count(&self) -> usize {
         self.stats.servers_idle.load(Ordering::Relaxed) + self.stats.servers_active.load(Ordering::Relaxed)
@@ -418,7 +437,7 @@ impl Pools {
     pub fn all(&self) -> Vec<Arc<Pool>> {
         let mut all: Vec<_> =
             self.map.lock().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
-        all.sort_by(|a, b| (&a.key.database, &a.key.user).cmp(&(&b.key.database, &b.key.user)));
+        all.sort_by(|a, b| a.key.cmp(&b.key));
         all
     }
 

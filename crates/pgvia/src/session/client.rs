@@ -10,6 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use wire::backend::TransactionStatus;
 use wire::frontend::FrontendMessage;
+use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
 
 use super::error::SessionError;
@@ -21,11 +22,13 @@ use super::statement_mode;
 use super::timeouts::{Timers, Wait};
 use crate::app::{App, Phase};
 use crate::cancel::CancelKey;
-use crate::config::PoolMode;
+use crate::config::{PoolMode, RolePreference};
 use crate::net::ClientStream;
 use crate::notify::Inbox;
-use crate::pool::{Checkout, Pool};
+use crate::pool::{Checkout, Pool, PoolGroup};
 use crate::prepared::ClientStatements;
+use crate::routing::decide::{self, Decision};
+use crate::routing::Target;
 use crate::server::tracker::{Pending, Replies, Request};
 use crate::server::ServerParams;
 use crate::server::CANCEL_SETTLE;
@@ -42,6 +45,9 @@ enum Local {
     /// Statement mode: a Parse that opens a transaction block; what follows up to the Sync is
     /// discarded.
     RefuseParse,
+    /// `SET pgvia.role` / `RESET pgvia.role`: where this session's transactions go; `None`
+    /// for a value that is not a role.
+    SetRole(Option<RolePreference>),
     /// A message after a refused Parse, up to and including the Sync.
     Discard,
 }
@@ -52,8 +58,17 @@ fn local_answer(analysis: &route::Analysis, sql: &str, begun: bool) -> Option<Lo
         return None;
     }
     let statement = analysis.statement(0)?;
+    let kind = statement.kind();
+    if matches!(kind, StatementKind::Set { .. } | StatementKind::Reset)
+        && statement.name().is_some_and(|n| n.eq_ignore_ascii_case(ROLE_SETTING))
+    {
+        return Some(Local::SetRole(match kind {
+            StatementKind::Reset => Some(RolePreference::Auto),
+            _ => statement.value().and_then(RolePreference::parse),
+        }));
+    }
     let first_word = sql.get(statement.location())?.split_whitespace().next()?.to_ascii_uppercase();
-    match (statement.kind(), begun) {
+    match (kind, begun) {
         (StatementKind::Begin(_), false) => {
             Some(Local::Begin(if first_word == "START" { "START TRANSACTION" } else { "BEGIN" }))
         }
@@ -63,10 +78,22 @@ fn local_answer(analysis: &route::Analysis, sql: &str, begun: bool) -> Option<Lo
     }
 }
 
+/// The session setting that chooses where transactions go (answered by pgvia).
+const ROLE_SETTING: &str = "pgvia.role";
+
 pub struct Session<'a> {
     pub app: &'a App,
     pub client: &'a mut ClientStream,
+    /// The pool whose settings and statistics the session uses (the primary's at login).
     pub pool: Arc<Pool>,
+    /// The pools of every server of the database; transactions are checked out of these.
+    pub group: Arc<PoolGroup>,
+    /// `SET pgvia.role`, or the user's `default_role`.
+    pub role: RolePreference,
+    /// Read-your-writes: reads stay on the primary until then.
+    pub primary_until: Option<std::time::Instant>,
+    /// The transaction being served writes (or may).
+    pub wrote: bool,
     /// Settings and pins: what follows the client from server to server.
     pub state: SessionState,
     pub cancel: CancelKey,
@@ -107,7 +134,9 @@ impl Session<'_> {
                 e.to_string()
             }
             RelayEnd::ServerLost { error, told_client } => {
-                tracing::warn!(pool = %self.pool.name, error = %error, "server connection lost during a session");
+                // The pool of the server that was lost, which routing may have picked.
+                let pool = self.server.as_ref().map_or(&self.pool, |c| c.pool());
+                tracing::warn!(pool = %pool.name, error = %error, "server connection lost during a session");
                 let reason = format!("server connection lost: {error}");
                 // When the server's own FATAL already reached the client, that is the last word.
                 if !told_client {
@@ -172,6 +201,7 @@ impl Session<'_> {
                     if let Err(e) = self.refresh_state().await {
                         return RelayEnd::Error(e);
                     }
+                    self.note_transaction_end();
                     if self.state.pins.is_empty() {
                         self.give_back_quiescent().await;
                     } else if !self.bufs.from_client.is_empty() {
@@ -243,9 +273,16 @@ impl Session<'_> {
                     if local.is_none() && self.answer_statement_command(len) {
                         continue;
                     }
-                    let local = local?;
-                    self.answer_locally(local, len);
-                    continue;
+                    match local {
+                        Some(local) => {
+                            self.answer_locally(local, len);
+                            continue;
+                        }
+                        // Where a batch runs is decided on the whole batch: read on.
+                        None if self.routes_transactions()
+                            && decide::needs_more(&self.bufs.from_client, &self.decoder) => {}
+                        None => return None,
+                    }
                 }
                 Ok(None) => {}
                 Err(e) => return Some(RelayEnd::Error(e.into())),
@@ -313,6 +350,28 @@ impl Session<'_> {
                 self.discard_until_sync = true;
                 return;
             }
+            Local::SetRole(role) => {
+                let status = match self.deferred_begin {
+                    Some(_) => TransactionStatus::InTransaction,
+                    None => TransactionStatus::Idle,
+                };
+                match role {
+                    Some(role) => {
+                        self.role = role;
+                        wire::build::command_complete(
+                            out,
+                            if role == RolePreference::Auto { "RESET" } else { "SET" },
+                        );
+                    }
+                    None => wire::build::ErrorFields::error(
+                        SqlState::INVALID_PARAMETER_VALUE,
+                        "invalid value for parameter \"pgvia.role\": expected primary, replica or auto",
+                    )
+                    .write(out),
+                }
+                wire::build::ready_for_query(out, status.as_byte());
+                return;
+            }
             Local::Discard => {
                 if frame[0] == wire::frontend::tag::SYNC {
                     self.discard_until_sync = false;
@@ -336,7 +395,7 @@ impl Session<'_> {
     /// Takes a server from the pool, brings it to the client's settings, tells the client
     /// about parameters that differ from what it was told, and points cancels at it.
     async fn assign(&mut self) -> Result<(), SessionError> {
-        let mut checkout = self.pool.checkout().await?;
+        let mut checkout = self.checkout().await?;
         let timeout = self.app.config().general.server_reset_timeout;
         let applied = settings::apply(checkout.conn(), &self.state.settings, timeout).await;
         let conn = checkout.conn();
@@ -358,6 +417,73 @@ impl Session<'_> {
         self.server = Some(checkout);
         self.tell_parameter_changes();
         applied
+    }
+
+    /// Whether this session picks a server per transaction (several servers, transaction
+    /// or statement mode).
+    fn routes_transactions(&self) -> bool {
+        !self.group.is_single() && self.pool.settings.pool_mode != PoolMode::Session
+    }
+
+    /// A server for what the client sent: the primary or a replica, as [`Self::route`] says.
+    async fn checkout(&mut self) -> Result<Checkout, SessionError> {
+        if self.group.is_single() {
+            return Ok(self.pool.checkout().await?);
+        }
+        if self.group.hosts.is_retired() {
+            // A reload changed the database's servers.
+            let config = self.app.config();
+            if let Some((db, user)) =
+                config.database(&self.pool.key.database).zip(config.user(&self.pool.key.user))
+            {
+                self.group = self.app.group_for(db, user);
+            }
+        }
+        let target = self.route();
+        Ok(self.group.checkout(target).await?)
+    }
+
+    /// Where the transaction waiting in the client's buffer goes: a comment hint, else the
+    /// session's role (`SET pgvia.role`, the user's `default_role`), else the analysis of its
+    /// statements, with reads kept on the primary for a while after a write.
+    fn route(&mut self) -> Target {
+        let decision = if self.pool.settings.pool_mode == PoolMode::Session {
+            // The whole session on one server: only the role preference can choose.
+            Decision { target: Target::Primary, hinted: false, writes: true }
+        } else {
+            decide::decide(
+                &self.app.analyzer,
+                &self.decoder,
+                self.statements.as_ref(),
+                self.group.hosts.settings.read_write_split,
+                self.deferred_begin.as_deref(),
+                &self.bufs.from_client,
+            )
+        };
+        self.wrote = decision.writes;
+        if decision.hinted {
+            return decision.target;
+        }
+        match self.role {
+            RolePreference::Primary => Target::Primary,
+            RolePreference::Replica => Target::Replica,
+            RolePreference::Auto
+                if decision.target == Target::Replica
+                    && self.primary_until.is_some_and(|t| std::time::Instant::now() < t) =>
+            {
+                Target::Primary
+            }
+            RolePreference::Auto => decision.target,
+        }
+    }
+
+    /// After a transaction that wrote, the client's reads stay on the primary for the
+    /// database's `read_your_writes` window.
+    fn note_transaction_end(&mut self) {
+        let window = self.group.hosts.settings.read_your_writes;
+        if std::mem::take(&mut self.wrote) && !window.is_zero() && !self.group.is_single() {
+            self.primary_until = Some(std::time::Instant::now() + window);
+        }
     }
 
     /// Sends the client ParameterStatus for every reported parameter of its server that
@@ -389,6 +515,8 @@ impl Session<'_> {
         let timeout = self.app.config().general.server_reset_timeout;
         let max_frame = self.app.config().general.max_message_size as usize;
         let Some(checkout) = self.server.as_mut() else { return Ok(()) };
+        // The hub listens on the server the LISTEN ran on: the primary, where routing sends it.
+        let listen_pool = checkout.pool().clone();
         let conn = checkout.conn();
         let rows = conn.query_rows("SELECT pg_catalog.pg_listening_channels()", timeout).await?;
         let listening: Vec<String> =
@@ -397,7 +525,7 @@ impl Session<'_> {
             return Ok(());
         }
         let inbox =
-            self.inbox.get_or_insert_with(|| Inbox::new(self.app.notify.hub_for(&self.pool, max_frame)));
+            self.inbox.get_or_insert_with(|| Inbox::new(self.app.notify.hub_for(&listen_pool, max_frame)));
         for channel in &unlistens {
             inbox.unlisten(channel.as_deref());
         }

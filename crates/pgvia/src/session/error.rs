@@ -63,6 +63,7 @@ impl SessionError {
                 (SqlState::ADMIN_SHUTDOWN, "terminating connection: pgvia is shutting down".to_owned())
             }
             Self::Pool(PoolError::Connect { pool, source }) => server_error_for_client(pool, source),
+            Self::Pool(PoolError::NoPrimary { .. }) => (SqlState::CONNECTION_FAILURE, self.to_string()),
             Self::Server(e) => server_error_for_client("", e),
             Self::LoginTimeout(_) => (SqlState::PROTOCOL_VIOLATION, self.to_string()),
         };

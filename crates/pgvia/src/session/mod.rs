@@ -34,7 +34,7 @@ pub use state::PinReason;
 
 use crate::app::App;
 use crate::clients::ClientIdentity;
-use crate::config::Config;
+use crate::config::{Config, RolePreference};
 use crate::net::ClientStream;
 use crate::server::ServerParams;
 
@@ -154,7 +154,8 @@ async fn logged_in(
     build::authentication_ok(out);
     send(stream, out).await?;
 
-    let pool = app.pool_for(database, user);
+    let group = app.group_for(database, user);
+    let pool = group.home();
     let fresh = pool.startup_params().await?;
     settings::check_at_login(&pool, &identity.settings, config.general.server_reset_timeout).await?;
     let told = welcome_params(&fresh, &identity.settings);
@@ -188,6 +189,10 @@ async fn logged_in(
         app,
         client: stream,
         pool,
+        group,
+        role: user.default_role.unwrap_or(RolePreference::Auto),
+        primary_until: None,
+        wrote: false,
         state: state::SessionState {
             statements_followed: statements.is_some(),
             ..state::SessionState::new(identity.settings.clone())

@@ -21,6 +21,7 @@ use crate::pool::Pool;
 use crate::prepared::forward::{write_answer, Forward, Sent, ServerSide};
 use crate::prepared::sql::SqlStatement;
 use crate::prepared::ClientStatements;
+use crate::routing::decide::analyze_parse;
 use crate::server::tracker::{Answer, Fate, Pending, Replies, Request};
 use crate::server::{ServerConn, ServerError, ServerEvent};
 use crate::stats::Meter;
@@ -190,22 +191,6 @@ impl Tracking<'_> {
                 Sent::AsIs
             }
         }
-    }
-}
-
-/// Analyses a Parse. Parse carries few parameter types; they stay on the stack on this
-/// per-message path, allocating only for unusually many.
-fn analyze_parse(analyzer: &route::Analyzer, p: &frontend::Parse<'_>) -> std::sync::Arc<route::Analysis> {
-    let mut stack = [0u32; 32];
-    let n = p.param_types.len();
-    if n <= stack.len() {
-        for (slot, oid) in stack.iter_mut().zip(p.param_types.iter()) {
-            *slot = oid;
-        }
-        analyzer.analyze(p.query, &stack[..n])
-    } else {
-        let oids: Vec<u32> = p.param_types.iter().collect();
-        analyzer.analyze(p.query, &oids)
     }
 }
 
