@@ -232,7 +232,9 @@ impl Pool {
         };
         let conn = match self.take_idle() {
             Some(c) => c,
-            None => self.connect().await?,
+            // Boxed: connecting (TCP, authentication) is rare on this path, and its state
+            // would otherwise be part of every checkout, and so of every session's future.
+            None => Box::pin(self.connect()).await?,
         };
         let wait = started.elapsed();
         crate::clients::record_wait(wait, &self.totals);

@@ -42,7 +42,9 @@ impl CheckError {
     fn is_login_refused(&self) -> bool {
         match self {
             CheckError::Server(ServerError::Auth(_)) => true,
-            CheckError::Server(ServerError::Rejected { code, .. }) => code.starts_with("28") || code == "3D000",
+            CheckError::Server(ServerError::Rejected { code, .. }) => {
+                code.starts_with("28") || code == "3D000"
+            }
             _ => false,
         }
     }

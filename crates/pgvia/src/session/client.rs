@@ -160,7 +160,12 @@ impl Session<'_> {
             drop(checkout);
         } else {
             let config = self.app.config();
-            checkout.release(&config.general.server_reset_query, config.general.server_reset_timeout).await;
+            // Boxed: the reset's state would otherwise be part of every session's future, and
+            // so of every idle client's memory, for a step taken once at the end.
+            Box::pin(
+                checkout.release(&config.general.server_reset_query, config.general.server_reset_timeout),
+            )
+            .await;
         }
     }
 

@@ -175,40 +175,44 @@ async fn logged_in(
     if config.general.log_connections {
         tracing::info!(client = info.id, addr = %ends.peer, user = %identity.user, database = %identity.database, "client connected");
     }
-    let mut bufs = relay::Buffers::new();
-    bufs.meter = crate::stats::Meter::new(info.clone(), config.general.slow_query_threshold);
-    if buf.is_empty() {
-        *buf = BytesMut::new();
-    } else {
-        // The client already sent more than its login (pipelined after it).
-        bufs.from_client = std::mem::take(buf);
-    }
-    let timers = timeouts::Timers::new(&pool.settings);
-    let statements = pool.client_statements();
-    let mut session = client::Session {
-        app,
-        client: stream,
-        pool,
-        group,
-        role: user.default_role.unwrap_or(RolePreference::Auto),
-        primary_until: None,
-        wrote: false,
-        state: state::SessionState {
-            statements_followed: statements.is_some(),
-            ..state::SessionState::new(identity.settings.clone())
-        },
-        cancel,
-        told,
-        bufs,
-        decoder: FrameDecoder::new(config.general.max_message_size as usize),
-        shutdown: info.phase_watch(),
-        server: None,
-        deferred_begin: None,
-        timers,
-        discard_until_sync: false,
-        inbox: None,
-        statements,
-        memo: memo::QueryMemo::default(),
+    // Built in a block: the parts moved into the session are then not kept a second time
+    // in this function's future, which every idle client carries.
+    let mut session = {
+        let mut bufs = relay::Buffers::new();
+        bufs.meter = crate::stats::Meter::new(info.clone(), config.general.slow_query_threshold);
+        if buf.is_empty() {
+            *buf = BytesMut::new();
+        } else {
+            // The client already sent more than its login (pipelined after it).
+            bufs.from_client = std::mem::take(buf);
+        }
+        let timers = timeouts::Timers::new(&pool.settings);
+        let statements = pool.client_statements();
+        client::Session {
+            app,
+            client: stream,
+            pool,
+            group,
+            role: user.default_role.unwrap_or(RolePreference::Auto),
+            primary_until: None,
+            wrote: false,
+            state: state::SessionState {
+                statements_followed: statements.is_some(),
+                ..state::SessionState::new(identity.settings.clone())
+            },
+            cancel,
+            told,
+            bufs,
+            decoder: FrameDecoder::new(config.general.max_message_size as usize),
+            shutdown: info.phase_watch(),
+            server: None,
+            deferred_begin: None,
+            timers,
+            discard_until_sync: false,
+            inbox: None,
+            statements,
+            memo: memo::QueryMemo::default(),
+        }
     };
     drop(config);
     let reason = crate::clients::CURRENT
