@@ -494,14 +494,19 @@ impl Session<'_> {
     /// Sends the client ParameterStatus for every reported parameter of its server that
     /// differs from what the client was last told.
     fn tell_parameter_changes(&mut self) {
-        let Some(checkout) = self.server.as_ref() else { return };
-        let params = &checkout.conn_ref().params;
+        let Some(checkout) = self.server.as_mut() else { return };
+        let conn = checkout.conn();
         // Twice per transaction, and servers of one pool nearly always report what the
-        // client was told: one ordered walk of both maps settles it, without a search per name.
-        if *params == *self.told {
+        // client was told, which most clients share (`welcome_params`): a pointer comparison
+        // settles it, else one ordered walk of both maps, without a search per name.
+        if conn.params_told.as_ref().is_some_and(|told| Arc::ptr_eq(told, &self.told)) {
             return;
         }
-        for (name, value) in params {
+        if conn.params == *self.told {
+            conn.params_told = Some(self.told.clone());
+            return;
+        }
+        for (name, value) in &conn.params {
             if self.told.get(name) != Some(value) {
                 wire::build::parameter_status(&mut self.bufs.to_client, name, value);
                 Arc::make_mut(&mut self.told).insert(name.clone(), value.clone());

@@ -158,7 +158,7 @@ async fn logged_in(
     let pool = group.home();
     let fresh = pool.startup_params().await?;
     settings::check_at_login(&pool, &identity.settings, config.general.server_reset_timeout).await?;
-    let told = welcome_params(&fresh, &identity.settings);
+    let told = welcome_params(&pool, &fresh, &identity.settings);
     let cancel = app.cancels.register();
     for (name, value) in told.iter() {
         build::parameter_status(out, name, value);
@@ -254,21 +254,26 @@ async fn send(stream: &mut ClientStream, out: &mut BytesMut) -> std::io::Result<
 /// settings in place of the defaults. A server given later that reports otherwise sends a
 /// correcting ParameterStatus, as PostgreSQL may at any time.
 ///
-/// Clients whose settings change none of the reported values (most of them) share the pool's
-/// map instead of holding a copy each: a copy is some fifty allocations, about 3 KiB an idle
-/// client. A later change copies it then (`Arc::make_mut`).
-fn welcome_params(server: &Arc<ServerParams>, settings: &[(String, String)]) -> Arc<ServerParams> {
-    let mut told = server.clone();
+/// Clients share the map rather than hold a copy each (some fifty allocations, about 3 KiB an
+/// idle client): the pool's own when their settings change none of the reported values, else
+/// one the pool keeps for clients told the same (`Pool::shared_params`). A later change
+/// copies it then (`Arc::make_mut`).
+fn welcome_params(
+    pool: &crate::pool::Pool,
+    server: &Arc<ServerParams>,
+    settings: &[(String, String)],
+) -> Arc<ServerParams> {
+    let differs = |(name, value): &(String, String)| {
+        server.iter().any(|(k, v)| k.eq_ignore_ascii_case(name) && v != value)
+    };
+    if !settings.iter().any(differs) {
+        return server.clone();
+    }
+    let mut told = ServerParams::clone(server);
     for (name, value) in settings {
-        let differs =
-            told.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).is_some_and(|(_, v)| v != value);
-        if differs {
-            if let Some((_, v)) =
-                Arc::make_mut(&mut told).iter_mut().find(|(k, _)| k.eq_ignore_ascii_case(name))
-            {
-                v.clone_from(value);
-            }
+        if let Some((_, v)) = told.iter_mut().find(|(k, _)| k.eq_ignore_ascii_case(name)) {
+            v.clone_from(value);
         }
     }
-    told
+    pool.shared_params(told)
 }
