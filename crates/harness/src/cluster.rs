@@ -94,6 +94,20 @@ pub struct Cluster {
     pub(crate) detached: bool,
 }
 
+/// The directory a new cluster lives in: `opts.dir` (new or empty), else a fresh temp dir.
+pub(crate) fn cluster_dir(opts: &ClusterOptions) -> Result<(PathBuf, Option<TempDir>), HarnessError> {
+    Ok(match &opts.dir {
+        Some(dir) => (prepare_dir(dir)?, None),
+        None => {
+            let tmp = tempfile::Builder::new()
+                .prefix("pgvia-pg-")
+                .tempdir()
+                .ctx(|| "create a temp dir for the cluster".to_owned())?;
+            (tmp.path().to_path_buf(), Some(tmp))
+        }
+    })
+}
+
 impl Cluster {
     pub fn start(opts: ClusterOptions) -> Result<Cluster, HarnessError> {
         let bin_dir = bin_dir(opts.version)?;
@@ -105,16 +119,7 @@ impl Cluster {
             )));
         }
         let run_as = RunAs::detect()?;
-        let (dir, tmp) = match &opts.dir {
-            Some(dir) => (prepare_dir(dir)?, None),
-            None => {
-                let tmp = tempfile::Builder::new()
-                    .prefix("pgvia-pg-")
-                    .tempdir()
-                    .ctx(|| "create a temp dir for the cluster".to_owned())?;
-                (tmp.path().to_path_buf(), Some(tmp))
-            }
-        };
+        let (dir, tmp) = cluster_dir(&opts)?;
         let meta = Meta { port: 0, version: opts.version, bin_dir, auth: opts.auth, ssl: opts.ssl };
         // Built before initdb so that a failure below still cleans up via Drop.
         let mut cluster = Cluster { dir, tmp, meta, run_as, detached: true };

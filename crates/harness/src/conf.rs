@@ -56,7 +56,14 @@ impl FromStr for HbaAuth {
 }
 
 /// Replaces the initdb-generated pg_hba.conf entirely, so nothing permissive
-/// (e.g. `host ... trust`) lingers to mask auth bugs under test.
+/// (e.g. `host all ... trust`) lingers to mask auth bugs under test.
+///
+/// Replication from loopback is trusted rather than using the cluster's method:
+/// replicas (`Cluster::start_replica`) stream over TCP as the `postgres`
+/// superuser, which has no password, and a password would otherwise have to sit
+/// in the replica's `primary_conninfo`. The `replication` keyword matches only
+/// physical replication connections, so ordinary logins, which pgvia's auth
+/// tests exercise, still go through the cluster's method.
 pub(crate) fn hba_conf(auth: HbaAuth) -> String {
     let m = auth.as_str();
     format!(
@@ -64,7 +71,8 @@ pub(crate) fn hba_conf(auth: HbaAuth) -> String {
          local all         all                trust\n\
          host  all         all  127.0.0.1/32  {m}\n\
          host  all         all  ::1/128       {m}\n\
-         local replication all                trust\n"
+         local replication all                trust\n\
+         host  replication all  127.0.0.1/32  trust\n"
     )
 }
 
@@ -141,6 +149,12 @@ mod tests {
         for a in [HbaAuth::Trust, HbaAuth::Md5, HbaAuth::ScramSha256] {
             assert_eq!(a.as_str().parse::<HbaAuth>().expect("parse"), a);
         }
-        assert!(hba_conf(HbaAuth::Md5).contains("127.0.0.1/32  md5"));
+        let hba = hba_conf(HbaAuth::Md5);
+        assert!(hba.contains("host  all         all  127.0.0.1/32  md5"));
+        // Only replication (never an ordinary login) is trusted over TCP.
+        assert!(hba
+            .lines()
+            .filter(|l| l.ends_with("trust") && l.starts_with("host"))
+            .all(|l| l.contains("replication")));
     }
 }

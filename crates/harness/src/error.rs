@@ -33,6 +33,9 @@ pub enum HarnessError {
     #[error("invalid option: {0}")]
     InvalidOption(String),
 
+    #[error("timed out after {waited:?} waiting for {what}")]
+    Timeout { what: String, waited: std::time::Duration },
+
     #[error("cluster metadata {path}: {reason}")]
     Metadata { path: PathBuf, reason: String },
 }

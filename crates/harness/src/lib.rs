@@ -11,6 +11,9 @@
 //! # Ok::<(), harness::HarnessError>(())
 //! ```
 //!
+//! Replicas: [`Cluster::start_replica`] makes a streaming hot standby of a cluster
+//! (`pg_basebackup -R`), which can be paused, stopped, started again and promoted.
+//!
 //! The server version comes from `PGVIA_TEST_PG` (15, the default, or 18).
 //! When running as root, servers run as the `postgres` OS user.
 
@@ -21,6 +24,7 @@ mod error;
 mod lifecycle;
 mod meta;
 mod os;
+mod replication;
 
 pub use bins::{bin_dir, pg_bin, supports_ssl, PgVersion, VERSION_ENV};
 pub use cluster::{Cluster, ClusterOptions};
@@ -28,3 +32,4 @@ pub use conf::{parse_setting, HbaAuth};
 pub use error::HarnessError;
 pub use lifecycle::KEEP_ENV;
 pub use os::LIBPQ_ENV;
+pub use replication::Lsn;

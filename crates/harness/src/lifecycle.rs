@@ -48,18 +48,7 @@ fn free_port() -> Result<u16, HarnessError> {
 
 impl Cluster {
     pub(crate) fn init(&self, opts: &ClusterOptions) -> Result<(), HarnessError> {
-        let sock = self.socket_dir();
-        if sock.as_os_str().len() > MAX_SOCKET_DIR_LEN {
-            return Err(HarnessError::InvalidOption(format!(
-                "cluster dir {} is too long for a unix socket path; use a shorter one",
-                self.dir.display()
-            )));
-        }
-        self.run_as.give(&self.dir)?;
-        fs::create_dir(&sock).ctx(|| format!("create {}", sock.display()))?;
-        self.run_as.give(&sock)?;
-        self.check_reachable()?;
-
+        self.make_dirs()?;
         let mut initdb = self.run_as.command(&self.meta.bin_dir.join("initdb"));
         initdb.arg("-D").arg(self.data_dir()).args([
             "-U",
@@ -81,6 +70,22 @@ impl Cluster {
             self.make_certificate()?;
         }
         Ok(())
+    }
+
+    /// The cluster dir and its socket dir, owned by the server's account; the data dir
+    /// itself is left for initdb or pg_basebackup to create.
+    pub(crate) fn make_dirs(&self) -> Result<(), HarnessError> {
+        let sock = self.socket_dir();
+        if sock.as_os_str().len() > MAX_SOCKET_DIR_LEN {
+            return Err(HarnessError::InvalidOption(format!(
+                "cluster dir {} is too long for a unix socket path; use a shorter one",
+                self.dir.display()
+            )));
+        }
+        self.run_as.give(&self.dir)?;
+        fs::create_dir(&sock).ctx(|| format!("create {}", sock.display()))?;
+        self.run_as.give(&sock)?;
+        self.check_reachable()
     }
 
     /// Starts the server, retrying on a fresh port if the picked one was taken.
@@ -116,7 +121,7 @@ impl Cluster {
             .start_error(last_err.unwrap_or_else(|| HarnessError::InvalidOption("no start attempt".into()))))
     }
 
-    fn start_error(&self, cause: HarnessError) -> HarnessError {
+    pub(crate) fn start_error(&self, cause: HarnessError) -> HarnessError {
         let log = self.log_path();
         let text = read_from(&log, 0);
         let lines: Vec<&str> = text.lines().collect();
@@ -136,6 +141,12 @@ impl Cluster {
             ("synchronous_commit".into(), "off".into()),
             ("full_page_writes".into(), "off".into()),
             ("password_encryption".into(), self.meta.auth.password_encryption().into()),
+            // Any cluster can be the primary of `start_replica` (these are the defaults, stated
+            // so a test's override is deliberate). wal_keep_size lets a replica that was stopped
+            // for a while catch up from the primary's WAL without a replication slot.
+            ("wal_level".into(), "replica".into()),
+            ("max_wal_senders".into(), "10".into()),
+            ("wal_keep_size".into(), "128MB".into()),
         ];
         if self.meta.ssl {
             for (k, v) in [("ssl", "on"), ("ssl_cert_file", "server.crt"), ("ssl_key_file", "server.key")] {

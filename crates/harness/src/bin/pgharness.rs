@@ -4,6 +4,8 @@
 //! ```text
 //! pgharness start --dir DIR [--version 15|18] [--port N] [--auth trust|md5|scram-sha-256]
 //!                 [--max-connections N] [--ssl] [--set key=value]...
+//! pgharness start-replica --primary DIR --dir DIR [--port N] [--set key=value]...
+//! pgharness promote --dir DIR
 //! pgharness stop   --dir DIR
 //! pgharness status --dir DIR
 //! pgharness psql   --dir DIR [--db NAME] -c SQL
@@ -19,6 +21,9 @@ const USAGE: &str = "usage:
   pgharness start --dir DIR [--version 15|18] [--port N] [--auth trust|md5|scram-sha-256]
                   [--max-connections N] [--ssl] [--set key=value]...
       initdb + start a cluster in DIR that outlives this command; prints PGPORT= and PGHOST= lines
+  pgharness start-replica --primary DIR --dir DIR [--port N] [--max-connections N] [--set key=value]...
+      pg_basebackup -R a hot standby of the running cluster in --primary into DIR and start it
+  pgharness promote --dir DIR         promote a standby (pg_ctl promote) and wait until it takes writes
   pgharness stop --dir DIR
   pgharness status --dir DIR          exit 0 and print PGPORT=/PGHOST= if running, 1 if not
   pgharness psql --dir DIR [--db NAME] -c SQL
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
 #[derive(Default)]
 struct Args {
     dir: Option<PathBuf>,
+    primary: Option<PathBuf>,
     version: Option<PgVersion>,
     port: Option<u16>,
     auth: Option<HbaAuth>,
@@ -75,6 +81,7 @@ fn parse(args: &[String]) -> Result<Args, CliError> {
         };
         match arg.as_str() {
             "--dir" => out.dir = Some(PathBuf::from(value("--dir")?)),
+            "--primary" => out.primary = Some(PathBuf::from(value("--primary")?)),
             "--version" => out.version = Some(value("--version")?.parse()?),
             "--port" => {
                 let n = number("--port", value("--port")?)?;
@@ -131,6 +138,26 @@ fn run(args: &[String]) -> Result<ExitCode, CliError> {
             print_env(&cluster);
             cluster.detach();
         }
+        "start-replica" => {
+            let primary_dir = a
+                .primary
+                .clone()
+                .ok_or_else(|| CliError::Usage("start-replica needs --primary DIR".into()))?;
+            let primary = Cluster::attach(&primary_dir)?;
+            let mut opts = ClusterOptions {
+                port: a.port,
+                dir: Some(dir()?),
+                settings: a.settings.clone(),
+                ..ClusterOptions::new(primary.version())
+            };
+            if let Some(n) = a.max_connections {
+                opts.max_connections = n;
+            }
+            let replica = Cluster::start_replica(&primary, opts)?;
+            print_env(&replica);
+            replica.detach();
+        }
+        "promote" => Cluster::attach(&dir()?)?.promote()?,
         "stop" => {
             let cluster = Cluster::attach(&dir()?)?;
             if cluster.is_running() {

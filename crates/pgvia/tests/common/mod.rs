@@ -9,6 +9,7 @@
 
 pub mod ops;
 pub mod raw;
+pub mod replicas;
 pub mod tls;
 
 use std::net::SocketAddr;
