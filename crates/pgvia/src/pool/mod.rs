@@ -101,6 +101,10 @@ pub struct Pool {
     /// Startup settings (name, value) a server of this pool has accepted, so a client that
     /// asks for them again is let in without asking a server.
     accepted_settings: Mutex<HashSet<(String, String)>>,
+    /// The parameter maps clients of this pool were told at login that differ from
+    /// `startup_params` (an `application_name`, say), one per distinct map, so clients that
+    /// were told the same share it (see [`Pool::shared_params`]).
+    welcomes: Mutex<Vec<Arc<ServerParams>>>,
     /// The registry clients' prepared statements live in, when this pool follows them across
     /// servers (transaction and statement mode).
     statements: Option<Arc<Registry>>,
@@ -121,6 +125,10 @@ pub struct Pool {
 /// Enough distinct startup settings for any real application; past it, new ones are checked
 /// every time rather than remembered, so a client cannot grow the set without bound.
 const MAX_ACCEPTED_SETTINGS: usize = 1024;
+
+/// Distinct login parameter maps a pool shares between its clients (one per application
+/// name, typically); a login compares against each, so the list stays short.
+const MAX_SHARED_WELCOMES: usize = 16;
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -150,6 +158,7 @@ impl Pool {
             idle: Mutex::new(Vec::new()),
             startup_params: Mutex::new(None),
             accepted_settings: Mutex::new(HashSet::new()),
+            welcomes: Mutex::new(Vec::new()),
             statements,
             stats: PoolStats::default(),
             totals: carried.totals,
@@ -232,7 +241,9 @@ impl Pool {
         };
         let conn = match self.take_idle() {
             Some(c) => c,
-            None => self.connect().await?,
+            // Boxed: connecting (TCP, authentication) is rare on this path, and its state
+            // would otherwise be part of every checkout, and so of every session's future.
+            None => Box::pin(self.connect()).await?,
         };
         let wait = started.elapsed();
         crate::clients::record_wait(wait, &self.totals);
@@ -335,6 +346,21 @@ impl Pool {
         }
     }
 
+    /// A shared copy of `params`: the one earlier clients got if it is the same map. Clients
+    /// told the same parameters then cost no memory each, and are checked against a server
+    /// by a pointer comparison. A few distinct maps are kept; past that, each is its own.
+    pub fn shared_params(&self, params: ServerParams) -> Arc<ServerParams> {
+        let mut welcomes = self.welcomes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(shared) = welcomes.iter().find(|w| ***w == params) {
+            return shared.clone();
+        }
+        let params = Arc::new(params);
+        if welcomes.len() < MAX_SHARED_WELCOMES {
+            welcomes.push(params.clone());
+        }
+        params
+    }
+
     fn cached_startup_params(&self) -> Option<Arc<ServerParams>> {
         self.startup_params.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
@@ -366,8 +392,13 @@ impl Pool {
             conn.statements = ServerStatements::new(Some(registry.clone()), capacity);
         }
         self.stats.servers_created.fetch_add(1, Ordering::Relaxed);
-        *self.startup_params.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(Arc::new(conn.params.clone()));
+        // Replaced only when they differ: clients logged in since share the map they were
+        // told (see `session::welcome_params`), which is what makes checking them cheap.
+        let mut startup_params = self.startup_params.lock().unwrap_or_else(PoisonError::into_inner);
+        if startup_params.as_deref() != Some(&conn.params) {
+            *startup_params = Some(Arc::new(conn.params.clone()));
+        }
+        drop(startup_params);
         tracing::debug!(pool = %self.name, server = conn.id, pid = conn.key.process_id, "opened server connection");
         Ok(conn)
     }

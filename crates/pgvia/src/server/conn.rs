@@ -54,6 +54,10 @@ pub struct ServerConn {
     pub peer: SocketAddr,
     /// What the server last reported through ParameterStatus.
     pub params: ServerParams,
+    /// A shared map known to hold exactly `params` (cleared whenever they change): the map
+    /// the last client was told, so the next client told the same shared map is seen to be
+    /// in step by a pointer comparison instead of a walk of both maps.
+    pub params_told: Option<Arc<ServerParams>>,
     /// Settings pgvia applied for the current client since the last reset.
     pub applied: BTreeMap<String, String>,
     pub tracker: ReplyTracker,
@@ -104,6 +108,7 @@ impl ServerConn {
             key: BackendKey { process_id: 0, secret: Bytes::new() },
             peer,
             params: ServerParams::new(),
+            params_told: None,
             applied: BTreeMap::new(),
             tracker: ReplyTracker::default(),
             read_buf: BytesMut::with_capacity(16 * 1024),
@@ -172,6 +177,7 @@ impl ServerConn {
                 if self.params.get(name).map(String::as_str) != Some(value) =>
             {
                 self.params.insert(name.to_owned(), value.to_owned());
+                self.params_told = None;
             }
             BackendMessage::BackendKeyData { process_id, secret } => {
                 self.key = BackendKey { process_id, secret: Bytes::copy_from_slice(secret) };

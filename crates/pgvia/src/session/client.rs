@@ -14,6 +14,7 @@ use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
 
 use super::error::SessionError;
+use super::memo::QueryMemo;
 use super::relay::{self, Buffers, RelayEnd};
 use super::settings;
 use super::state::{self, SessionState};
@@ -52,8 +53,7 @@ enum Local {
 }
 
 /// Whether a simple query is a lone transaction-control statement that needs no server yet.
-fn local_answer(analyzer: &route::Analyzer, sql: &str, begun: bool) -> Option<Local> {
-    let analysis = analyzer.analyze(sql, &[]);
+fn local_answer(analysis: &route::Analysis, sql: &str, begun: bool) -> Option<Local> {
     if analysis.is_conservative() || analysis.len() != 1 {
         return None;
     }
@@ -89,8 +89,9 @@ pub struct Session<'a> {
     /// Settings and pins: what follows the client from server to server.
     pub state: SessionState,
     pub cancel: CancelKey,
-    /// The parameter values the client has been told (ParameterStatus).
-    pub told: ServerParams,
+    /// The parameter values the client has been told (ParameterStatus); shared with the pool
+    /// and other clients until it differs from theirs.
+    pub told: Arc<ServerParams>,
     pub bufs: Buffers,
     pub decoder: FrameDecoder,
     pub shutdown: watch::Receiver<Phase>,
@@ -106,6 +107,8 @@ pub struct Session<'a> {
     pub inbox: Option<Inbox>,
     /// The client's prepared statements, when the pool follows them across servers.
     pub statements: Option<ClientStatements>,
+    /// The last simple query's analysis: looked at here and again in the relay.
+    pub memo: QueryMemo,
 }
 
 impl Session<'_> {
@@ -149,7 +152,12 @@ impl Session<'_> {
             drop(checkout);
         } else {
             let config = self.app.config();
-            checkout.release(&config.general.server_reset_query, config.general.server_reset_timeout).await;
+            // Boxed: the reset's state would otherwise be part of every session's future, and
+            // so of every idle client's memory, for a step taken once at the end.
+            Box::pin(
+                checkout.release(&config.general.server_reset_query, config.general.server_reset_timeout),
+            )
+            .await;
         }
     }
 
@@ -167,6 +175,7 @@ impl Session<'_> {
             let Some(checkout) = self.server.as_mut() else { continue };
             let tracking = release_when_quiescent.then_some(relay::Tracking {
                 analyzer: &self.app.analyzer,
+                memo: &mut self.memo,
                 state: &mut self.state,
                 pool: &self.pool,
                 refuse_transactions: self.pool.settings.pool_mode == PoolMode::Statement,
@@ -244,7 +253,7 @@ impl Session<'_> {
                         (wire::frontend::tag::TERMINATE, _) => return Some(RelayEnd::ClientDone),
                         _ if self.discard_until_sync => Some(Local::Discard),
                         (_, Ok(FrontendMessage::Query { sql })) if statement_mode => {
-                            let analysis = self.app.analyzer.analyze(sql, &[]);
+                            let analysis = self.memo.analyze(&self.app.analyzer, sql);
                             statement_mode::opens_transaction(&analysis).then_some(Local::RefuseQuery)
                         }
                         (_, Ok(FrontendMessage::Parse(p))) if statement_mode => {
@@ -254,7 +263,8 @@ impl Session<'_> {
                         (_, Ok(FrontendMessage::Query { sql }))
                             if self.pool.settings.pool_mode != PoolMode::Session =>
                         {
-                            local_answer(&self.app.analyzer, sql, self.deferred_begin.is_some())
+                            let analysis = self.memo.analyze(&self.app.analyzer, sql);
+                            local_answer(&analysis, sql, self.deferred_begin.is_some())
                         }
                         _ => None,
                     };
@@ -278,7 +288,12 @@ impl Session<'_> {
             if *self.shutdown.borrow() != Phase::Running {
                 return Some(RelayEnd::Shutdown);
             }
-            relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
+            // A client that never sent anything after its login has no buffer yet and gets a
+            // small one with its first read (tokio's read_buf makes 64 bytes of room): an idle
+            // client costs no read buffer.
+            if self.bufs.from_client.capacity() > 0 {
+                relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
+            }
             // Replies of the last transaction may still be on their way to the client.
             let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
             let mut inbox = self.inbox.as_mut();
@@ -470,11 +485,22 @@ impl Session<'_> {
     /// Sends the client ParameterStatus for every reported parameter of its server that
     /// differs from what the client was last told.
     fn tell_parameter_changes(&mut self) {
-        let Some(checkout) = self.server.as_ref() else { return };
-        for (name, value) in &checkout.conn_ref().params {
+        let Some(checkout) = self.server.as_mut() else { return };
+        let conn = checkout.conn();
+        // Twice per transaction, and servers of one pool nearly always report what the
+        // client was told, which most clients share (`welcome_params`): a pointer comparison
+        // settles it, else one ordered walk of both maps, without a search per name.
+        if conn.params_told.as_ref().is_some_and(|told| Arc::ptr_eq(told, &self.told)) {
+            return;
+        }
+        if conn.params == *self.told {
+            conn.params_told = Some(self.told.clone());
+            return;
+        }
+        for (name, value) in &conn.params {
             if self.told.get(name) != Some(value) {
                 wire::build::parameter_status(&mut self.bufs.to_client, name, value);
-                self.told.insert(name.clone(), value.clone());
+                Arc::make_mut(&mut self.told).insert(name.clone(), value.clone());
             }
         }
     }

@@ -71,7 +71,7 @@ impl Session<'_> {
         let Ok(FrontendMessage::Query { sql }) = FrontendMessage::parse_body(frame[0], &frame[5..]) else {
             return false;
         };
-        let analysis = self.app.analyzer.analyze(sql, &[]);
+        let analysis = self.memo.analyze(&self.app.analyzer, sql);
         let tag = match SqlStatement::of(sql, &analysis) {
             Some(SqlStatement::Prepare { name, span }) => {
                 if statements.get(name).is_some() {

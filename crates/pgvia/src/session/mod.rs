@@ -8,6 +8,7 @@ mod client;
 mod error;
 mod local;
 mod login;
+mod memo;
 mod relay;
 mod settings;
 mod startup;
@@ -157,48 +158,61 @@ async fn logged_in(
     let pool = group.home();
     let fresh = pool.startup_params().await?;
     settings::check_at_login(&pool, &identity.settings, config.general.server_reset_timeout).await?;
-    let told = welcome_params(&fresh, &identity.settings);
+    let told = welcome_params(&pool, &fresh, &identity.settings);
     let cancel = app.cancels.register();
-    for (name, value) in &told {
+    for (name, value) in told.iter() {
         build::parameter_status(out, name, value);
     }
     build::backend_key_data(out, cancel.process_id, &cancel.secret);
     build::ready_for_query(out, TransactionStatus::Idle.as_byte());
     send(stream, out).await?;
+    // Logged in: what is left of the login's buffers would stay with an idle client for its
+    // whole life. The session's own buffers grow when it sends or is sent something.
+    *out = BytesMut::new();
 
     let handle = app.clients.register(who(false), since, Some(cancel.slot.clone()), || app.phase());
     let info = handle.info.clone();
     if config.general.log_connections {
         tracing::info!(client = info.id, addr = %ends.peer, user = %identity.user, database = %identity.database, "client connected");
     }
-    let mut bufs = relay::Buffers::new();
-    bufs.meter = crate::stats::Meter::new(info.clone(), config.general.slow_query_threshold);
-    bufs.from_client = std::mem::take(buf);
-    let timers = timeouts::Timers::new(&pool.settings);
-    let statements = pool.client_statements();
-    let mut session = client::Session {
-        app,
-        client: stream,
-        pool,
-        group,
-        role: user.default_role.unwrap_or(RolePreference::Auto),
-        primary_until: None,
-        wrote: false,
-        state: state::SessionState {
-            statements_followed: statements.is_some(),
-            ..state::SessionState::new(identity.settings.clone())
-        },
-        cancel,
-        told,
-        bufs,
-        decoder: FrameDecoder::new(config.general.max_message_size as usize),
-        shutdown: info.phase_watch(),
-        server: None,
-        deferred_begin: None,
-        timers,
-        discard_until_sync: false,
-        inbox: None,
-        statements,
+    // Built in a block: the parts moved into the session are then not kept a second time
+    // in this function's future, which every idle client carries.
+    let mut session = {
+        let mut bufs = relay::Buffers::new();
+        bufs.meter = crate::stats::Meter::new(info.clone(), config.general.slow_query_threshold);
+        if buf.is_empty() {
+            *buf = BytesMut::new();
+        } else {
+            // The client already sent more than its login (pipelined after it).
+            bufs.from_client = std::mem::take(buf);
+        }
+        let timers = timeouts::Timers::new(&pool.settings);
+        let statements = pool.client_statements();
+        client::Session {
+            app,
+            client: stream,
+            pool,
+            group,
+            role: user.default_role.unwrap_or(RolePreference::Auto),
+            primary_until: None,
+            wrote: false,
+            state: state::SessionState {
+                statements_followed: statements.is_some(),
+                ..state::SessionState::new(identity.settings.clone())
+            },
+            cancel,
+            told,
+            bufs,
+            decoder: FrameDecoder::new(config.general.max_message_size as usize),
+            shutdown: info.phase_watch(),
+            server: None,
+            deferred_begin: None,
+            timers,
+            discard_until_sync: false,
+            inbox: None,
+            statements,
+            memo: memo::QueryMemo::default(),
+        }
     };
     drop(config);
     let reason = crate::clients::CURRENT
@@ -239,12 +253,27 @@ async fn send(stream: &mut ClientStream, out: &mut BytesMut) -> std::io::Result<
 /// What to report at login: a fresh server's parameters, with the client's own startup
 /// settings in place of the defaults. A server given later that reports otherwise sends a
 /// correcting ParameterStatus, as PostgreSQL may at any time.
-fn welcome_params(server: &ServerParams, settings: &[(String, String)]) -> ServerParams {
-    let mut told = server.clone();
+///
+/// Clients share the map rather than hold a copy each (some fifty allocations, about 3 KiB an
+/// idle client): the pool's own when their settings change none of the reported values, else
+/// one the pool keeps for clients told the same (`Pool::shared_params`). A later change
+/// copies it then (`Arc::make_mut`).
+fn welcome_params(
+    pool: &crate::pool::Pool,
+    server: &Arc<ServerParams>,
+    settings: &[(String, String)],
+) -> Arc<ServerParams> {
+    let differs = |(name, value): &(String, String)| {
+        server.iter().any(|(k, v)| k.eq_ignore_ascii_case(name) && v != value)
+    };
+    if !settings.iter().any(differs) {
+        return server.clone();
+    }
+    let mut told = ServerParams::clone(server);
     for (name, value) in settings {
         if let Some((_, v)) = told.iter_mut().find(|(k, _)| k.eq_ignore_ascii_case(name)) {
             v.clone_from(value);
         }
     }
-    told
+    pool.shared_params(told)
 }

@@ -70,6 +70,9 @@ pub enum RelayEnd {
 /// prepared statements.
 pub struct Tracking<'a> {
     pub analyzer: &'a route::Analyzer,
+    /// The client's last simple query and its analysis, so a query pgvia already looked at
+    /// before taking a server is not parsed again.
+    pub memo: &'a mut super::memo::QueryMemo,
     pub state: &'a mut SessionState,
     pub pool: &'a Pool,
     /// `None` when the pool passes prepared statements through unchanged.
@@ -111,9 +114,9 @@ impl Tracking<'_> {
 
     /// Statement mode: whether a Query or Parse opens a transaction block (the analysis is
     /// cached, so the second look in `send` costs an `Arc` clone).
-    fn refuses(&self, tag: u8, body: &[u8]) -> bool {
+    fn refuses(&mut self, tag: u8, body: &[u8]) -> bool {
         let analysis = match FrontendMessage::parse_body(tag, body) {
-            Ok(FrontendMessage::Query { sql }) => self.analyzer.analyze(sql, &[]),
+            Ok(FrontendMessage::Query { sql }) => self.memo.analyze(self.analyzer, sql),
             Ok(FrontendMessage::Parse(p)) => analyze_parse(self.analyzer, &p),
             _ => return false,
         };
@@ -175,7 +178,10 @@ impl Tracking<'_> {
             // Prepared statements pass through unchanged; only their effects are followed.
             server.tracker.client_sent(tag, body);
             match message {
-                Ok(FrontendMessage::Query { sql }) => self.observe(&self.analyzer.analyze(sql, &[])),
+                Ok(FrontendMessage::Query { sql }) => {
+                    let analysis = self.memo.analyze(self.analyzer, sql);
+                    self.observe(&analysis);
+                }
                 Ok(FrontendMessage::Parse(p)) => self.observe(&analyze_parse(self.analyzer, &p)),
                 _ => {}
             }
@@ -198,7 +204,7 @@ impl Tracking<'_> {
             Ok(FrontendMessage::Close { target: Target::Statement, name }) => fwd.close_statement(run, name),
             Ok(FrontendMessage::Query { sql }) => {
                 fwd.query();
-                let analysis = self.analyzer.analyze(sql, &[]);
+                let analysis = self.memo.analyze(self.analyzer, sql);
                 let sent = match SqlStatement::of(sql, &analysis) {
                     Some(SqlStatement::Prepare { name, span }) => fwd.prepare_sql(run, sql, name, span),
                     Some(SqlStatement::Execute { name, span }) => fwd.execute_sql(run, sql, name, span),

@@ -19,7 +19,9 @@ pub async fn apply(
 ) -> Result<(), SessionError> {
     let Some(sql) = statement(server, wanted) else { return Ok(()) };
     server.dirty = true;
-    match server.run_internal(&[&sql], timeout).await {
+    // Boxed: this runs only when settings differ, but its state would otherwise be part of
+    // every session's future (and so of every idle client's memory).
+    match Box::pin(server.run_internal(&[&sql], timeout)).await {
         Ok(()) => {
             server.applied = wanted.iter().cloned().collect();
             Ok(())

@@ -1,0 +1,64 @@
+//! The analysis of the client's last simple query, kept so one message is parsed once.
+//!
+//! A simple query is looked at up to three times on its way to a server: whether pgvia can
+//! answer it without one (`BEGIN`, `COMMIT`, SQL `PREPARE`), and then by the relay, which
+//! follows its effects. The analyzer's cache makes the later looks cheap only for texts it
+//! admits, and it rightly does not admit one-off texts (queries with inline values, as in
+//! `pgbench -M simple`): without this memo each such query was parsed two or three times.
+//! The key is the whole text, compared byte for byte, so a hit is always the same query.
+
+use std::sync::Arc;
+
+use route::{Analysis, Analyzer};
+
+#[derive(Default)]
+pub struct QueryMemo {
+    /// The text last analysed; its buffer is reused, so a hot session does not allocate here.
+    text: String,
+    /// Its analysis; `None` until the first query.
+    analysis: Option<Arc<Analysis>>,
+}
+
+/// Texts longer than this are not kept: the buffer would keep their size for the session's
+/// life, and long queries are usually the same text (and so hits in the analyzer's cache).
+const MAX_TEXT: usize = 4 * 1024;
+
+impl QueryMemo {
+    /// The analysis of a simple query's text (no parameter types).
+    pub fn analyze(&mut self, analyzer: &Analyzer, sql: &str) -> Arc<Analysis> {
+        if let Some(analysis) = &self.analysis {
+            if self.text == sql {
+                return analysis.clone();
+            }
+        }
+        let analysis = analyzer.analyze(sql, &[]);
+        if sql.len() <= MAX_TEXT {
+            self.text.clear();
+            self.text.push_str(sql);
+            self.analysis = Some(analysis.clone());
+        } else {
+            self.analysis = None;
+        }
+        analysis
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_text_is_analysed_once() {
+        let analyzer = Analyzer::new(route::AnalyzerOptions::default()).unwrap();
+        let mut memo = QueryMemo::default();
+        let a = memo.analyze(&analyzer, "SELECT 1 FROM t WHERE id = 42");
+        let b = memo.analyze(&analyzer, "SELECT 1 FROM t WHERE id = 42");
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = memo.analyze(&analyzer, "SET search_path = x");
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert!(c.session_effects().next().is_some());
+        let d = memo.analyze(&analyzer, "SELECT 1 FROM t WHERE id = 42");
+        assert!(!Arc::ptr_eq(&a, &d), "only the last text is kept");
+        assert!(d.session_effects().next().is_none());
+    }
+}
