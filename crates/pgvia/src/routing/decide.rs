@@ -70,8 +70,11 @@ pub fn needs_more(buf: &[u8], decoder: &FrameDecoder) -> bool {
 }
 
 /// What the analysis of the statements seen so far says.
-struct Walk<'a> {
+struct Walk<'a, Q> {
     analyzer: &'a route::Analyzer,
+    /// Analyses a simple query's text (the session's memo, so the relay does not parse it
+    /// again).
+    query: Q,
     statements: Option<&'a ClientStatements>,
     split: ReadWriteSplit,
     /// A transaction block is open (a BEGIN seen, no COMMIT/ROLLBACK yet).
@@ -81,7 +84,7 @@ struct Walk<'a> {
     unnamed: Option<Arc<Analysis>>,
 }
 
-impl Walk<'_> {
+impl<Q: FnMut(&str) -> Arc<Analysis>> Walk<'_, Q> {
     /// `Some` when this analysis settles the decision.
     fn statement(&mut self, analysis: &Analysis) -> Option<Decision> {
         match analysis.hints().role {
@@ -125,7 +128,7 @@ impl Walk<'_> {
     fn frame(&mut self, tag: u8, body: &[u8]) -> Option<Decision> {
         match FrontendMessage::parse_body(tag, body) {
             Ok(FrontendMessage::Query { sql }) => {
-                let analysis = self.analyzer.analyze(sql, &[]);
+                let analysis = (self.query)(sql);
                 self.statement(&analysis)
             }
             Ok(FrontendMessage::Parse(p)) => {
@@ -197,16 +200,18 @@ fn may_pin(effect: &SessionEffect<'_>) -> bool {
 }
 
 /// Decides where the transaction starting with `deferred_begin` (a BEGIN pgvia answered
-/// itself) and the whole frames in `buf` should run.
+/// itself) and the whole frames in `buf` should run. `query` analyses simple queries;
+/// `analyzer` the rest.
 pub fn decide(
     analyzer: &route::Analyzer,
+    query: impl FnMut(&str) -> Arc<Analysis>,
     decoder: &FrameDecoder,
     statements: Option<&ClientStatements>,
     split: ReadWriteSplit,
     deferred_begin: Option<&[u8]>,
     buf: &[u8],
 ) -> Decision {
-    let mut walk = Walk { analyzer, statements, split, open: false, read_only: false, unnamed: None };
+    let mut walk = Walk { analyzer, query, statements, split, open: false, read_only: false, unnamed: None };
     for bytes in deferred_begin.into_iter().chain(std::iter::once(buf)) {
         let mut pos = 0;
         while let Ok(Some(len)) = decoder.peek_len(&bytes[pos..]) {

@@ -446,8 +446,10 @@ impl Session<'_> {
             // The whole session on one server: only the role preference can choose.
             Decision { target: Target::Primary, hinted: false, writes: true }
         } else {
+            let (analyzer, memo) = (&self.app.analyzer, &mut self.memo);
             decide::decide(
-                &self.app.analyzer,
+                analyzer,
+                |sql| memo.analyze(analyzer, sql),
                 &self.decoder,
                 self.statements.as_ref(),
                 self.group.hosts.settings.read_write_split,

@@ -134,7 +134,7 @@ impl Tracking<'_> {
         run: &[u8],
         sql: &str,
     ) -> Option<Sent> {
-        let (role, tag) = crate::routing::decide::role_setting(&self.analyzer.analyze(sql, &[]))?;
+        let (role, tag) = crate::routing::decide::role_setting(&self.memo.analyze(self.analyzer, sql))?;
         let role = role?;
         if server.tracker.is_skipping() {
             return None;
