@@ -58,7 +58,7 @@ fn local_answer(analysis: &route::Analysis, sql: &str, begun: bool) -> Option<Lo
         return None;
     }
     let statement = analysis.statement(0)?;
-    if let Some((role, tag)) = decide::role_setting(&analysis) {
+    if let Some((role, tag)) = decide::role_setting(analysis) {
         return Some(Local::SetRole(role, tag));
     }
     let kind = statement.kind();
