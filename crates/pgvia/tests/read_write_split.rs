@@ -476,6 +476,33 @@ async fn a_stopped_replica_is_banned_and_rejoins() {
     assert!(after.is_empty(), "transactions begun after the ban failed: {after:?}");
 }
 
+/// Runs `sql` on the primary (directly, not through pgvia) every `period` until stopped.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Writer {
+    async fn start(rep: &Replicated, sql: &'static str, period: Duration) -> Writer {
+        let primary =
+            connect(&direct_conninfo(&rep.primary, USER, PASSWORD, DB)).await.expect("connect to primary");
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            while !flag.load(Ordering::Relaxed) {
+                primary.batch_execute(sql).await.expect("write on the primary");
+                tokio::time::sleep(period).await;
+            }
+        });
+        Writer { stop, task }
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.expect("writer");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lagging_replica_leaves_rotation_until_it_catches_up() {
     const MAX_LAG: u64 = 1 << 20;
@@ -489,23 +516,12 @@ async fn a_lagging_replica_leaves_rotation_until_it_catches_up() {
 
     // Replay paused on replica 1 while the primary writes about 1 MB/s (connected directly).
     tokio::task::block_in_place(|| r1.pause_replay()).expect("pause replay");
-    let stop = Arc::new(AtomicBool::new(false));
-    let primary =
-        connect(&direct_conninfo(&rep.primary, USER, PASSWORD, DB)).await.expect("connect to primary");
-    let writing = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                primary
-                    .batch_execute(
-                        "INSERT INTO filler SELECT g, repeat('x', 200) FROM generate_series(1, 100) g",
-                    )
-                    .await
-                    .expect("write on the primary");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
+    let writer = Writer::start(
+        &rep,
+        "INSERT INTO filler SELECT g, repeat('x', 200) FROM generate_series(1, 100) g",
+        Duration::from_millis(20),
+    )
+    .await;
     let hosts = wait_for_hosts(&rep.primary, &proxy, "replica 1 lagging", Duration::from_secs(15), |h| {
         host_cell(h, r1.port(), "state") == "lagging"
     })
@@ -516,8 +532,7 @@ async fn a_lagging_replica_leaves_rotation_until_it_catches_up() {
     // Writing stops here so that replica 2, which replays as it goes, is surely within the
     // threshold at every health check below (on a slow machine it could trail by a few
     // hundred kB while the writer runs); replica 1 stays paused, so it stays behind.
-    stop.store(true, Ordering::Relaxed);
-    writing.await.expect("writer");
+    writer.stop().await;
     tokio::task::block_in_place(|| r2.wait_caught_up(&rep.primary)).expect("replica 2 catches up");
     let d = where_ran(&rep, &reads, "", "while_lagging", 40).await;
     assert_eq!(d, [0, 0, 40], "while replica 1 lags, replica 2 serves every read");
@@ -679,21 +694,8 @@ async fn time_lag_threshold() {
 
     // A write every 1.5 s on the primary (directly): sparser than the 1 s threshold, so a lag
     // taken as "time since the last replayed commit" would wrongly flag caught-up replicas.
-    let stop = Arc::new(AtomicBool::new(false));
-    let primary =
-        connect(&direct_conninfo(&rep.primary, USER, PASSWORD, DB)).await.expect("connect to primary");
-    let writing = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                primary
-                    .batch_execute("INSERT INTO ticks VALUES (now())")
-                    .await
-                    .expect("write on the primary");
-                tokio::time::sleep(Duration::from_millis(TICK_MS)).await;
-            }
-        })
-    };
+    let writer =
+        Writer::start(&rep, "INSERT INTO ticks VALUES (now())", Duration::from_millis(TICK_MS)).await;
 
     // Replicas that keep up within milliseconds never leave rotation for time lag.
     let watch_until = Instant::now() + Duration::from_secs(4);
@@ -730,8 +732,7 @@ async fn time_lag_threshold() {
         host_cell(h, r1.port(), "state") == "healthy"
     })
     .await;
-    stop.store(true, Ordering::Relaxed);
-    writing.await.expect("writer");
+    writer.stop().await;
 }
 
 /// `SET pgvia.role` that reaches pgvia while the client still holds a server (sent right
