@@ -751,6 +751,7 @@ async fn set_role_pipelined_behind_a_query() {
         let (slow, set) = tokio::join!(c.simple_query("SELECT pg_sleep(0.3)"), c.simple_query(&sql));
         slow.expect("pg_sleep");
         set.expect("SET pgvia.role");
+        assert_eq!(must(&c, "SHOW pgvia.role").await, role);
         let d = where_ran(&rep, &c, "", "after_set", 4).await;
         if role == "primary" {
             on_primary(&d, 4, "after a pipelined SET pgvia.role = 'primary'");

@@ -6,7 +6,7 @@
 
 pub mod census;
 mod commands;
-mod rows;
+pub(crate) mod rows;
 mod show;
 mod show_hosts;
 mod show_stats;

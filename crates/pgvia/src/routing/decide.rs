@@ -186,6 +186,14 @@ pub fn role_setting(analysis: &Analysis) -> Option<(Option<RolePreference>, &'st
     })
 }
 
+/// `SHOW pgvia.role` alone in a query (answered by pgvia: the server never saw the SET).
+pub fn shows_role(analysis: &Analysis) -> bool {
+    analysis.len() == 1
+        && analysis.statement(0).is_some_and(|s| {
+            s.kind() == StatementKind::Show && s.name().is_some_and(|n| n.eq_ignore_ascii_case(ROLE_SETTING))
+        })
+}
+
 /// Effects that can keep a client on its server after the transaction (`session::state`
 /// pins for them); writing ones (advisory locks, temporary tables, LISTEN) go to the primary
 /// anyway.

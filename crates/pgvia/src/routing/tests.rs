@@ -146,4 +146,6 @@ fn role_settings_are_recognised() {
     assert_eq!(role("SET pgvia.role = 'nowhere'"), Some((None, "SET")));
     assert_eq!(role("SET search_path = x"), None);
     assert_eq!(role("SET pgvia.role = 'primary'; SELECT 1"), None);
+    assert!(super::decide::shows_role(&analyzer.analyze("show PGVIA.role", &[])));
+    assert!(!super::decide::shows_role(&analyzer.analyze("SHOW search_path", &[])));
 }

@@ -48,6 +48,8 @@ enum Local {
     /// `SET pgvia.role` / `RESET pgvia.role`: where this session's transactions go; `None`
     /// for a value that is not a role.
     SetRole(Option<RolePreference>, &'static str),
+    /// `SHOW pgvia.role`.
+    ShowRole,
     /// A message after a refused Parse, up to and including the Sync.
     Discard,
 }
@@ -60,6 +62,9 @@ fn local_answer(analysis: &route::Analysis, sql: &str, begun: bool) -> Option<Lo
     let statement = analysis.statement(0)?;
     if let Some((role, tag)) = decide::role_setting(analysis) {
         return Some(Local::SetRole(role, tag));
+    }
+    if decide::shows_role(analysis) {
+        return Some(Local::ShowRole);
     }
     let kind = statement.kind();
     let first_word = sql.get(statement.location())?.split_whitespace().next()?.to_ascii_uppercase();
@@ -337,6 +342,11 @@ impl Session<'_> {
     fn answer_locally(&mut self, local: Local, len: usize) {
         let frame = self.bufs.from_client.split_to(len);
         let out = &mut self.bufs.to_client;
+        // A BEGIN answered locally is a transaction as far as the client knows.
+        let local_status = match self.deferred_begin {
+            Some(_) => TransactionStatus::InTransaction,
+            None => TransactionStatus::Idle,
+        };
         let (tag, status) = match local {
             Local::RefuseQuery => {
                 statement_mode::write_refusal(out);
@@ -348,11 +358,15 @@ impl Session<'_> {
                 self.discard_until_sync = true;
                 return;
             }
+            Local::ShowRole => {
+                use crate::admin::rows::{Kind, RowSet};
+                let mut rows = RowSet::new(&[(decide::ROLE_SETTING, Kind::Text)]);
+                rows.push(vec![self.role.as_str().into()]);
+                rows.write(out, "SHOW");
+                wire::build::ready_for_query(out, local_status.as_byte());
+                return;
+            }
             Local::SetRole(role, tag) => {
-                let status = match self.deferred_begin {
-                    Some(_) => TransactionStatus::InTransaction,
-                    None => TransactionStatus::Idle,
-                };
                 match role {
                     Some(role) => {
                         self.role = role;
@@ -364,7 +378,7 @@ impl Session<'_> {
                     )
                     .write(out),
                 }
-                wire::build::ready_for_query(out, status.as_byte());
+                wire::build::ready_for_query(out, local_status.as_byte());
                 return;
             }
             Local::Discard => {
