@@ -190,21 +190,16 @@ impl App {
         hosts
     }
 
-    /// Every database's servers; databases with several servers (or discovered roles) are
-    /// set up, and their health checks started, if no client has used them yet.
+    /// The servers of every database that has several (or discovered roles): what `SHOW
+    /// HOSTS` and the metrics list. Set up, and their health checks started, if no client has
+    /// used them yet.
     pub fn all_hosts(&self) -> Vec<Arc<Hosts>> {
         let config = self.config();
         config
             .databases
             .iter()
-            .filter_map(|db| {
-                let known = self.hosts.lock().unwrap_or_else(PoisonError::into_inner).get(&db.name).cloned();
-                match known.filter(|h| !h.is_retired()) {
-                    Some(h) => Some(h),
-                    None if db.routing(&config.users).checks_health() => Some(self.hosts_for(db)),
-                    None => None,
-                }
-            })
+            .filter(|db| db.routing(&config.users).checks_health())
+            .map(|db| self.hosts_for(db))
             .collect()
     }
 

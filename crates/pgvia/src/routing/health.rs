@@ -134,10 +134,9 @@ async fn check(
 fn judge(h: &Hosts, statuses: &[Option<Result<Status, CheckError>>]) {
     let now = h.now_ms();
     let role_of = |i: usize, s: &Status| match h.all()[i].entry.role {
-        ServerRole::Primary => HostRole::Primary,
-        ServerRole::Replica => HostRole::Replica,
         ServerRole::Auto if s.in_recovery => HostRole::Replica,
         ServerRole::Auto => HostRole::Primary,
+        configured => HostRole::configured(configured),
     };
     let fit_primary = |i: usize| match &statuses[i] {
         Some(Ok(s)) => role_of(i, s) == HostRole::Primary,

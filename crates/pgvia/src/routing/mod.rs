@@ -44,6 +44,15 @@ pub enum HostState {
 }
 
 impl HostRole {
+    /// The role a server has before (or, unless `auto`, regardless of) any check.
+    fn configured(role: ServerRole) -> HostRole {
+        match role {
+            ServerRole::Primary => HostRole::Primary,
+            ServerRole::Replica => HostRole::Replica,
+            ServerRole::Auto => HostRole::Unknown,
+        }
+    }
+
     fn from_u8(v: u8) -> HostRole {
         match v {
             1 => HostRole::Primary,
@@ -99,14 +108,9 @@ pub struct Host {
 
 impl Host {
     fn new(entry: ServerEntry) -> Host {
-        let role = match entry.role {
-            ServerRole::Primary => HostRole::Primary,
-            ServerRole::Replica => HostRole::Replica,
-            ServerRole::Auto => HostRole::Unknown,
-        };
         Host {
+            role: AtomicU8::new(HostRole::configured(entry.role) as u8),
             entry,
-            role: AtomicU8::new(role as u8),
             state: AtomicU8::new(HostState::Unknown as u8),
             banned_until: AtomicU64::new(0),
             lag_bytes: AtomicU64::new(0),

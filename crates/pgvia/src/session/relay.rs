@@ -132,21 +132,16 @@ impl Tracking<'_> {
         server: &mut ServerConn,
         out: &mut BytesMut,
         run: &[u8],
-        sql: &str,
+        analysis: &route::Analysis,
     ) -> Option<Sent> {
-        let (role, tag) = crate::routing::decide::role_setting(&self.memo.analyze(self.analyzer, sql))?;
+        let (role, tag) = crate::routing::decide::role_setting(analysis)?;
         let role = role?;
         if server.tracker.is_skipping() {
             return None;
         }
         *self.role = role;
         out.extend_from_slice(run);
-        server.tracker.push(Pending {
-            request: Request::AnsweredCommand(tag),
-            replies: Replies::Forward,
-            server_effect: None,
-            client_effect: None,
-        });
+        server.tracker.push(Pending::plain(Request::AnsweredCommand(tag)));
         Some(Sent::Replaced)
     }
 
@@ -169,42 +164,45 @@ impl Tracking<'_> {
     fn send(&mut self, server: &mut ServerConn, out: &mut BytesMut, run: &[u8], frame: &[u8]) -> Sent {
         let (tag, body) = (frame[0], &frame[5..]);
         let message = FrontendMessage::parse_body(tag, body);
-        if let Ok(FrontendMessage::Query { sql }) = message {
-            if let Some(sent) = self.set_role(server, out, run, sql) {
+        // A simple query is analysed once here, for every use below.
+        let query = match message {
+            Ok(FrontendMessage::Query { sql }) => Some(self.memo.analyze(self.analyzer, sql)),
+            _ => None,
+        };
+        if let Some(analysis) = &query {
+            if let Some(sent) = self.set_role(server, out, run, analysis) {
                 return sent;
             }
         }
         let Some(statements) = self.statements.as_deref_mut() else {
             // Prepared statements pass through unchanged; only their effects are followed.
             server.tracker.client_sent(tag, body);
-            match message {
-                Ok(FrontendMessage::Query { sql }) => {
-                    let analysis = self.memo.analyze(self.analyzer, sql);
-                    self.observe(&analysis);
-                }
-                Ok(FrontendMessage::Parse(p)) => self.observe(&analyze_parse(self.analyzer, &p)),
+            match (message, query) {
+                (_, Some(analysis)) => self.observe(&analysis),
+                (Ok(FrontendMessage::Parse(p)), _) => self.observe(&analyze_parse(self.analyzer, &p)),
                 _ => {}
             }
             return Sent::AsIs;
         };
         let server = ServerSide { tracker: &mut server.tracker, statements: &mut server.statements };
         let mut fwd = Forward { client: statements, server, out, analyzer: self.analyzer };
-        match message {
-            Ok(FrontendMessage::Parse(p)) => {
+        match (message, query) {
+            (Ok(FrontendMessage::Parse(p)), _) => {
                 let (sent, stmt) = fwd.parse(run, &p);
                 if let Some(stmt) = stmt {
                     self.observe(&stmt.analysis);
                 }
                 sent
             }
-            Ok(FrontendMessage::Bind(b)) => fwd.bind(run, frame, b.statement),
-            Ok(FrontendMessage::Describe { target: Target::Statement, name }) => {
+            (Ok(FrontendMessage::Bind(b)), _) => fwd.bind(run, frame, b.statement),
+            (Ok(FrontendMessage::Describe { target: Target::Statement, name }), _) => {
                 fwd.describe_statement(run, frame, name)
             }
-            Ok(FrontendMessage::Close { target: Target::Statement, name }) => fwd.close_statement(run, name),
-            Ok(FrontendMessage::Query { sql }) => {
+            (Ok(FrontendMessage::Close { target: Target::Statement, name }), _) => {
+                fwd.close_statement(run, name)
+            }
+            (Ok(FrontendMessage::Query { sql }), Some(analysis)) => {
                 fwd.query();
-                let analysis = self.memo.analyze(self.analyzer, sql);
                 let sent = match SqlStatement::of(sql, &analysis) {
                     Some(SqlStatement::Prepare { name, span }) => fwd.prepare_sql(run, sql, name, span),
                     Some(SqlStatement::Execute { name, span }) => fwd.execute_sql(run, sql, name, span),
