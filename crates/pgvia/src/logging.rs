@@ -1,5 +1,7 @@
 //! Log setup (`log_level`, `log_format`) and the slow-query log's SQL scrubbing.
 
+use std::io::IsTerminal;
+
 use crate::config::LogFormat;
 
 /// Installs the global subscriber. `RUST_LOG`, when set, wins over `level`.
@@ -7,7 +9,9 @@ pub fn init(level: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colour codes only help a terminal; in a log file they hide the level from grep.
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stdout().is_terminal());
     match format {
         LogFormat::Text => builder.with_target(false).init(),
         // Targets stay in JSON: they let a log pipeline route `pgvia::slow_query` lines.

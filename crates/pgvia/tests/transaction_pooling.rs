@@ -292,3 +292,32 @@ async fn a_lone_begin_takes_no_server_and_keeps_its_options() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_right_after_its_last_message_leaves_a_clean_server() {
+    use common::raw::{bind, close_statement, execute, parse, query, sync, RawConn};
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 1)).await;
+    // Each client sends its last messages and closes its socket at once (a driver whose
+    // runtime shuts down right after dropping a statement): the relay learns of the close
+    // before it wrote the messages to the server. The server must still get them, answer,
+    // and be reset clean for the next client, not wait out the reset timeout and be closed.
+    let goodbyes: [Vec<u8>; 3] = [
+        query("SELECT 1"),
+        [close_statement("s0"), sync()].concat(),
+        [parse("", "SELECT $1::int"), bind("", "", &[Some("7")]), execute("", 0), sync()].concat(),
+    ];
+    for round in 0..30 {
+        let mut conn = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.expect("login");
+        conn.send(&goodbyes[round % goodbyes.len()]).await;
+        drop(conn);
+    }
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    assert_eq!(row(&client, "SELECT 1").await, ["1"]);
+    drop(client);
+    proxy.assert_no_leaks().await;
+    let pool = &proxy.app.pools.all()[0];
+    assert_eq!(pool.stats.resets_failed.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(proxy.servers_created(), 1, "the one server was closed and replaced");
+    proxy.stop().await;
+}

@@ -39,11 +39,12 @@ impl Checkout {
     }
 
     /// Resets the server and returns it to the pool, or closes it if it cannot be made clean.
-    pub async fn release(mut self, reset_query: &str, reset_timeout: Duration) {
+    /// `unsent`: see [`ServerConn::reset`].
+    pub async fn release(mut self, unsent: &[u8], reset_query: &str, reset_timeout: Duration) {
         let Some(mut conn) = self.conn.take() else { return };
         set_current_state(ClientState::Idle);
         self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
-        match conn.reset(reset_query, reset_timeout).await {
+        match conn.reset(unsent, reset_query, reset_timeout).await {
             Ok(()) => self.pool.put_idle(conn),
             Err(e) => {
                 self.pool.stats.resets_failed.fetch_add(1, Ordering::Relaxed);

@@ -15,14 +15,21 @@ pub const CANCEL_SETTLE: Duration = Duration::from_secs(2);
 
 impl ServerConn {
     /// After a client is done (or gone): finish whatever it left in flight, roll back an open
-    /// transaction, and run `reset_query` if the client ran anything. Returns an error, with
-    /// the server marked broken, when it cannot be made clean within `timeout`; the caller
-    /// must then close it rather than reuse it.
-    pub async fn reset(&mut self, reset_query: &str, timeout: Duration) -> Result<(), ServerError> {
+    /// transaction, and run `reset_query` if the client ran anything. `unsent` holds client
+    /// frames the tracker already counts but that never reached the socket (the client left
+    /// before the relay wrote them); they go first, so every reply the tracker waits for
+    /// comes. Returns an error, with the server marked broken, when it cannot be made clean
+    /// within `timeout`; the caller must then close it rather than reuse it.
+    pub async fn reset(
+        &mut self,
+        unsent: &[u8],
+        reset_query: &str,
+        timeout: Duration,
+    ) -> Result<(), ServerError> {
         if self.broken {
             return Err(ServerError::Desync("server was already marked broken"));
         }
-        let result = tokio::time::timeout(timeout, self.reset_inner(reset_query)).await;
+        let result = tokio::time::timeout(timeout, self.reset_inner(unsent, reset_query)).await;
         let result = result.unwrap_or(Err(ServerError::Timeout(timeout)));
         if result.is_err() {
             self.broken = true;
@@ -30,13 +37,13 @@ impl ServerConn {
         result
     }
 
-    async fn reset_inner(&mut self, reset_query: &str) -> Result<(), ServerError> {
+    async fn reset_inner(&mut self, unsent: &[u8], reset_query: &str) -> Result<(), ServerError> {
         // A cancel the client sent may still be on its way; the reset's own statements must
         // not be what it interrupts.
         if !self.cancels.settled(CANCEL_SETTLE).await {
             return Err(ServerError::Desync("a cancel request to this server did not complete"));
         }
-        let mut out = BytesMut::new();
+        let mut out = BytesMut::from(unsent);
         if self.tracker.copy_state() == CopyState::In {
             // The client vanished mid COPY FROM STDIN: abort it. A Sync follows because an
             // extended-protocol COPY waits for one after failing; after a simple-protocol

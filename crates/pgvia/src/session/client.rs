@@ -159,11 +159,12 @@ impl Session<'_> {
             let config = self.app.config();
             // Boxed: the reset's state would otherwise be part of every session's future, and
             // so of every idle client's memory, for a step taken once at the end.
-            Box::pin(
-                checkout.release(&config.general.server_reset_query, config.general.server_reset_timeout),
-            )
-            .await;
+            let general = &config.general;
+            let unsent = &self.bufs.to_server;
+            Box::pin(checkout.release(unsent, &general.server_reset_query, general.server_reset_timeout))
+                .await;
         }
+        self.bufs.to_server.clear();
     }
 
     async fn serve(&mut self) -> RelayEnd {
