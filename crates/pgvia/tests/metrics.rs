@@ -59,6 +59,10 @@ async fn metrics_parse_and_move_with_pgbench() {
     let r0 = sample(&before, "pgvia_received_bytes_total", &pool);
     let s0 = sample(&before, "pgvia_sent_bytes_total", &pool);
     let w0 = sample(&before, "pgvia_wait_seconds_count", &pool);
+    let (shapes0, parses0) = (
+        sample(&before, "pgvia_analysis_shape_hits_total", &[]),
+        sample(&before, "pgvia_analysis_parses_total", &[]),
+    );
 
     let out = pgbench(&pg, &proxy, &["-c", "8", "-j", "2", "-T", "3"]).await;
     let processed = assert_pgbench_clean(&out) as f64;
@@ -80,6 +84,12 @@ async fn metrics_parse_and_move_with_pgbench() {
     sample(&after, "pgvia_server_errors_total", &[("database", DB), ("class", "40")]);
     sample(&after, "pgvia_pins_total", &[("database", DB), ("reason", "LISTEN")]);
     assert!(sample(&after, "pgvia_analysis_cache_hits_total", &[]) > 0.0);
+    // pgbench inlines its values: 5 statements a transaction differ only in constants, and
+    // after the first sightings each is served by its shape's analysis, not parsed.
+    let shapes = sample(&after, "pgvia_analysis_shape_hits_total", &[]) - shapes0;
+    let parses = sample(&after, "pgvia_analysis_parses_total", &[]) - parses0;
+    assert!(shapes >= 5.0 * processed - 20.0, "{shapes} shape hits for {processed} transactions");
+    assert!(parses < 50.0, "{parses} parses for {processed} transactions");
     sample(&after, "pgvia_prepared_registry_hits_total", &[]);
 
     let health = scrape("health", &format!("http://{}/health", proxy.metrics.unwrap())).await;

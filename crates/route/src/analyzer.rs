@@ -6,8 +6,9 @@ use crate::analysis::Analysis;
 use crate::cache::{AnalysisCache, KeyRef, Stored};
 use crate::functions::WriteFunctions;
 use crate::guard::Engine;
-use crate::model::Outcome;
+use crate::model::{Outcome, StatementKind};
 use crate::options::{AnalyzerOptions, OptionsError};
+use crate::shape;
 use crate::stats::{AnalyzerStats, Counter, Counters};
 use crate::walk::Limits;
 
@@ -62,6 +63,46 @@ impl Analyzer {
         analysis
     }
 
+    /// What a simple query's `sql` does, shared with every text of the same shape (the text
+    /// with its constants as parameters, see [`constants`](crate::constants)) when the shape
+    /// is a data statement (`SELECT`, `INSERT`, `UPDATE`, `DELETE`, `MERGE`, transaction
+    /// control) with no session effects: then the returned analysis is the shape's, with
+    /// the constants appearing as [`Value::Param`](crate::Value::Param) (`$1` is the first
+    /// constant) and statement locations in the shape's text. Anything else is analysed as
+    /// it is, as by [`Analyzer::analyze`]. `scratch` is the caller's buffer for the shape, so
+    /// a hit does not allocate.
+    pub fn analyze_query(&self, sql: &str, scratch: &mut String) -> Arc<Analysis> {
+        if let Some(shared) = self.shape_of(sql, scratch) {
+            self.counters.add(Counter::ShapeHit);
+            return shared;
+        }
+        self.analyze(sql, &[])
+    }
+
+    fn shape_of(&self, sql: &str, scratch: &mut String) -> Option<Arc<Analysis>> {
+        let cache = self.cache.as_ref()?;
+        if sql.len() > self.options.max_query_length || shape::normalize(sql, scratch) == 0 {
+            return None;
+        }
+        let key = KeyRef::new(scratch, &SHAPE_KEY);
+        let analysis = match cache.get(&key) {
+            Some(hit) => {
+                self.counters.add(Counter::CacheHit);
+                hit
+            }
+            None => {
+                self.counters.add(Counter::CacheMiss);
+                // Not counted as a parse error when the shape does not parse (a constant
+                // where the grammar wants a literal): the text itself is analysed next.
+                let analysis = Arc::new(self.engine.analyze(scratch, &[]));
+                self.counters.add(Counter::Analyzed);
+                cache.offer(&key, &analysis);
+                analysis
+            }
+        };
+        shareable(&analysis).then_some(analysis)
+    }
+
     /// Analyses `sql` without looking at or filling the cache (benchmarks, tools).
     pub fn analyze_uncached(&self, sql: &str, param_oids: &[u32]) -> Analysis {
         let analysis = self.engine.analyze(sql, param_oids);
@@ -89,6 +130,30 @@ impl Analyzer {
     pub fn options(&self) -> &AnalyzerOptions {
         &self.options
     }
+}
+
+/// Shapes live in the text cache under a parameter type list no Parse message can have.
+const SHAPE_KEY: [u32; 1] = [u32::MAX];
+
+/// Whether a shape's analysis stands for every text of that shape: what its constants are
+/// changes nothing pgvia reads from it. Session effects carry values (`set_config`'s
+/// `is_local`, a setting's value) and other statements keep theirs in their own analysis.
+fn shareable(analysis: &Analysis) -> bool {
+    !analysis.is_conservative()
+        && !analysis.has_session_effects()
+        && analysis.statements().all(|s| {
+            matches!(
+                s.kind(),
+                StatementKind::Select { .. }
+                    | StatementKind::Insert { .. }
+                    | StatementKind::Update { .. }
+                    | StatementKind::Delete { .. }
+                    | StatementKind::Merge { .. }
+                    | StatementKind::Begin(_)
+                    | StatementKind::Commit { .. }
+                    | StatementKind::Rollback { .. }
+            )
+        })
 }
 
 impl std::fmt::Debug for Analyzer {

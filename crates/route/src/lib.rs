@@ -46,6 +46,7 @@ mod model;
 mod options;
 mod predicates;
 mod scratch;
+mod shape;
 mod stats;
 mod store;
 mod tag;
@@ -58,4 +59,5 @@ pub use model::{
     RowLock, SetScope, StatementKind, TransactionOptions,
 };
 pub use options::{Admission, AnalyzerOptions, OptionsError};
+pub use shape::constants;
 pub use stats::AnalyzerStats;

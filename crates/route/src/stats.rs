@@ -20,9 +20,10 @@ pub(crate) enum Counter {
     TooComplex,
     ParseError,
     Failed,
+    ShapeHit,
 }
 
-const COUNTERS: usize = Counter::Failed as usize + 1;
+const COUNTERS: usize = Counter::ShapeHit as usize + 1;
 
 #[repr(align(128))]
 #[derive(Default)]
@@ -72,6 +73,7 @@ impl Counters {
             too_complex: self.sum(Counter::TooComplex),
             parse_errors: self.sum(Counter::ParseError),
             failures: self.sum(Counter::Failed),
+            shape_hits: self.sum(Counter::ShapeHit),
             cache_entries,
             cache_bytes,
         }
@@ -99,6 +101,9 @@ pub struct AnalyzerStats {
     pub parse_errors: u64,
     /// Internal failures (caught panics), routed conservatively.
     pub failures: u64,
+    /// Simple queries served by the analysis of their shape, shared with texts that differ
+    /// only in their constants ([`Analyzer::analyze_query`](crate::Analyzer::analyze_query)).
+    pub shape_hits: u64,
     /// Entries in the cache now.
     pub cache_entries: u64,
     /// Weight (approximate bytes) of the cache now.

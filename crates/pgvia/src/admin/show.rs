@@ -478,6 +478,7 @@ fn analysis_cache(app: &App) -> RowSet {
         ("too_complex", Int),
         ("parse_errors", Int),
         ("failures", Int),
+        ("shape_hits", Int),
         ("hit_ratio", Text),
     ]);
     let lookups = s.cache_hits + s.cache_misses;
@@ -494,6 +495,7 @@ fn analysis_cache(app: &App) -> RowSet {
         s.too_complex.into(),
         s.parse_errors.into(),
         s.failures.into(),
+        s.shape_hits.into(),
         format!("{ratio:.4}").into(),
     ]);
     rs

@@ -259,6 +259,13 @@ impl Collector for Scrape {
         family(&mut enc, "analysis_parses", "Queries parsed and analysed.", counter, [(none(), a.analyzed)])?;
         family(
             &mut enc,
+            "analysis_shape_hits",
+            "Simple queries served by the analysis of their shape (constants as parameters).",
+            counter,
+            [(none(), a.shape_hits)],
+        )?;
+        family(
+            &mut enc,
             "analysis_cache_entries",
             "Entries in the SQL analysis cache.",
             gauge,

@@ -66,11 +66,13 @@ fn local_answer(analysis: &route::Analysis, sql: &str, begun: bool) -> Option<Lo
     if decide::shows_role(analysis) {
         return Some(Local::ShowRole);
     }
-    let kind = statement.kind();
-    let first_word = sql.get(statement.location())?.split_whitespace().next()?.to_ascii_uppercase();
-    match (kind, begun) {
+    match (statement.kind(), begun) {
         (StatementKind::Begin(_), false) => {
-            Some(Local::Begin(if first_word == "START" { "START TRANSACTION" } else { "BEGIN" }))
+            // A lone BEGIN has no constants, so its analysis is its own text's (not a shape's)
+            // and the location is in `sql`.
+            let first_word = sql.get(statement.location())?.split_whitespace().next()?;
+            let started = first_word.eq_ignore_ascii_case("START");
+            Some(Local::Begin(if started { "START TRANSACTION" } else { "BEGIN" }))
         }
         (StatementKind::Commit { chain: false }, true) => Some(Local::End("COMMIT")),
         (StatementKind::Rollback { chain: false }, true) => Some(Local::End("ROLLBACK")),

@@ -6,6 +6,10 @@
 //! admits, and it rightly does not admit one-off texts (queries with inline values, as in
 //! `pgbench -M simple`): without this memo each such query was parsed two or three times.
 //! The key is the whole text, compared byte for byte, so a hit is always the same query.
+//!
+//! A new text is first looked up by its shape (its constants as parameters, see
+//! `route::Analyzer::analyze_query`), so a stream of one-off texts of a few shapes is parsed
+//! a few times, not once per query.
 
 use std::sync::Arc;
 
@@ -17,10 +21,13 @@ pub struct QueryMemo {
     text: String,
     /// Its analysis; `None` until the first query.
     analysis: Option<Arc<Analysis>>,
+    /// Where the analyzer writes a text's shape; reused like `text`.
+    shape: String,
 }
 
-/// Texts longer than this are not kept: the buffer would keep their size for the session's
-/// life, and long queries are usually the same text (and so hits in the analyzer's cache).
+/// Texts longer than this are neither kept nor shaped: the buffers would keep their size for
+/// the session's life, and long queries are usually the same text (and so hits in the
+/// analyzer's cache).
 const MAX_TEXT: usize = 4 * 1024;
 
 impl QueryMemo {
@@ -31,14 +38,14 @@ impl QueryMemo {
                 return analysis.clone();
             }
         }
-        let analysis = analyzer.analyze(sql, &[]);
-        if sql.len() <= MAX_TEXT {
-            self.text.clear();
-            self.text.push_str(sql);
-            self.analysis = Some(analysis.clone());
-        } else {
+        if sql.len() > MAX_TEXT {
             self.analysis = None;
+            return analyzer.analyze(sql, &[]);
         }
+        let analysis = analyzer.analyze_query(sql, &mut self.shape);
+        self.text.clear();
+        self.text.push_str(sql);
+        self.analysis = Some(analysis.clone());
         analysis
     }
 }
