@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Usage: bench/compare-builds.sh OLD_PGVIA NEW_PGVIA [--rounds N] [--seconds S] [PGBENCH_ARGS ...]
+#
+# Two pgvia binaries side by side in front of one throwaway PostgreSQL 15 (fsync off,
+# pgbench -i -s 10), transaction mode, pool of 20, trust authentication. Each PGBENCH_ARGS
+# (one quoted string per workload; default "-S -M simple -c 16 -j 2" and "-M simple -c 16 -j 2")
+# runs N rounds (default 5) of S seconds (default 5), the builds interleaved (old, new, old,
+# new, ...), and prints per run TPS and each pgvia's CPU seconds per 1,000 transactions (user +
+# system ticks from /proc/<pid>/stat), then the medians and the new/old ratios. For a change's
+# before/after: build the old commit's release binary, copy it away, build the new one.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+(($# >= 2)) || { usage >&2; exit 2; }
+declare -A bin=([old]=$(realpath "$1") [new]=$(realpath "$2"))
+shift 2
+rounds=5 secs=5 workloads=()
+while (($#)); do
+    case $1 in
+        --rounds) rounds=${2:?}; shift ;;
+        --seconds) secs=${2:?}; shift ;;
+        -h | --help) usage; exit 0 ;;
+        *) workloads+=("$1") ;;
+    esac
+    shift
+done
+((${#workloads[@]})) || workloads=("-S -M simple -c 16 -j 2" "-M simple -c 16 -j 2")
+for v in old new; do [[ -x ${bin[$v]} ]] || { echo "compare-builds: ${bin[$v]} is not executable" >&2; exit 2; }; done
+
+# shellcheck source=SCRIPTDIR/../scripts/lib/setup.sh
+source scripts/lib/setup.sh
+cargo build -q --release -p harness
+pgharness=${CARGO_TARGET_DIR:-target}/release/pgharness
+work=$(mktemp -d /var/tmp/pgvia-compare.XXXXXX)
+chmod 755 "$work"
+declare -A port pid
+cleanup() {
+    for v in old new; do [[ -n ${pid[$v]:-} ]] && kill "${pid[$v]}" 2>/dev/null; done
+    wait 2>/dev/null || true
+    [[ -f $work/pg/pgharness.meta ]] && "$pgharness" stop --dir "$work/pg" >/dev/null 2>&1
+    rm -rf "$work"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+pg_port=$("$pgharness" start --dir "$work/pg" --auth trust | sed -n 's/^PGPORT=//p')
+for sql in "ALTER SYSTEM SET fsync = off" "ALTER SYSTEM SET synchronous_commit = off" "SELECT pg_reload_conf()" \
+    "CREATE ROLE bench LOGIN" "CREATE DATABASE bench OWNER bench"; do
+    "$pgharness" psql --dir "$work/pg" -c "$sql" >/dev/null
+done
+pgbench -q -i -s 10 -h 127.0.0.1 -p "$pg_port" -U bench bench >/dev/null 2>&1
+for v in old new; do
+    port[$v]=$(free_port)
+    cat >"$work/$v.toml" <<TOML
+[general]
+listen_addr = "127.0.0.1"
+listen_port = ${port[$v]}
+log_level = "warn"
+auth_method = "trust"
+
+[pool]
+pool_mode = "transaction"
+pool_size = 20
+
+[[databases]]
+name = "bench"
+host = "127.0.0.1"
+port = $pg_port
+
+[[users]]
+name = "bench"
+password = "unused"
+TOML
+    "${bin[$v]}" --config "$work/$v.toml" >"$work/$v.log" 2>&1 &
+    pid[$v]=$!
+done
+for v in old new; do
+    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/${port[$v]}") 2>/dev/null && break; sleep 0.1; done
+done
+
+results=$work/results.tsv
+for args in "${workloads[@]}"; do
+    for r in $(seq "$rounds"); do
+        for v in old new; do
+            before=$(cpu_ticks "${pid[$v]}")
+            # shellcheck disable=SC2086 # ARGS is a list of pgbench options
+            out=$(pgbench -n $args -T "$secs" -h 127.0.0.1 -p "${port[$v]}" -U bench bench 2>&1) || true
+            after=$(cpu_ticks "${pid[$v]}")
+            tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out")
+            tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+            [[ -n $tps && ${tx:-0} -gt 0 ]] || { echo "$out" >&2; echo "compare-builds: pgbench failed ($v)" >&2; exit 1; }
+            cpu=$(python3 -c "print(f'{($after - $before) / 100 / $tx * 1000:.4f}')")
+            printf '%s\t%s\t%s\t%s\t%s\n' "$args" "$v" "$r" "$tps" "$cpu" | tee -a "$results"
+        done
+    done
+done
+python3 - "$results" <<'PY'
+import statistics, sys
+from collections import defaultdict
+runs = defaultdict(lambda: defaultdict(list))
+for line in open(sys.argv[1]):
+    args, build, _, tps, cpu = line.rstrip("\n").split("\t")
+    runs[args][build].append((float(tps), float(cpu)))
+print("\nworkload | TPS old | TPS new | new/old | CPU s/1k tx old | new | new/old")
+for args, by in runs.items():
+    tps = {b: statistics.median(t for t, _ in by[b]) for b in ("old", "new")}
+    cpu = {b: statistics.median(c for _, c in by[b]) for b in ("old", "new")}
+    print(f"{args} | {tps['old']:.0f} | {tps['new']:.0f} | {tps['new'] / tps['old']:.3f} | "
+          f"{cpu['old']:.4f} | {cpu['new']:.4f} | {cpu['new'] / cpu['old']:.3f}")
+PY
