@@ -2,6 +2,8 @@
 
 use std::io::IsTerminal;
 
+use route::lex;
+
 use crate::config::LogFormat;
 
 /// Installs the global subscriber. `RUST_LOG`, when set, wins over `level`.
@@ -41,7 +43,7 @@ pub fn scrub_sql(sql: &str, max: usize) -> String {
             let start = i;
             // An escape string E'...' is a literal.
             if (c == b'e' || c == b'E') && b.get(i + 1) == Some(&b'\'') {
-                i = skip_quoted(b, i + 1, true);
+                i = lex::skip_string(b, i + 1, true).unwrap_or(b.len());
                 push(&mut out, "?", &mut last_space);
                 continue;
             }
@@ -55,24 +57,13 @@ pub fn scrub_sql(sql: &str, max: usize) -> String {
         }
         match c {
             b'\'' => {
-                i = skip_quoted(b, i, false);
+                i = lex::skip_string(b, i, false).unwrap_or(b.len());
                 push(&mut out, "?", &mut last_space);
             }
             b'"' => {
                 let start = i;
-                i += 1;
-                while i < b.len() {
-                    if b[i] == b'"' {
-                        if b.get(i + 1) == Some(&b'"') {
-                            i += 2;
-                            continue;
-                        }
-                        i += 1;
-                        break;
-                    }
-                    i += 1;
-                }
-                push(&mut out, &sql[start..i.min(b.len())], &mut last_space);
+                i = lex::skip_quoted_identifier(b, i).unwrap_or(b.len());
+                push(&mut out, &sql[start..i], &mut last_space);
             }
             b'$' if b.get(i + 1).is_some_and(u8::is_ascii_digit) => {
                 // A parameter ($1) is kept.
@@ -83,11 +74,11 @@ pub fn scrub_sql(sql: &str, max: usize) -> String {
                 }
                 push(&mut out, &sql[start..i], &mut last_space);
             }
-            b'$' => match dollar_tag_end(b, i) {
+            b'$' => match lex::dollar_tag_end(b, i) {
                 Some(tag_end) => {
                     let tag = &b[i..tag_end];
                     let body = tag_end;
-                    i = find(b, body, tag).map_or(b.len(), |p| p + tag.len());
+                    i = lex::find(b, body, tag).map_or(b.len(), |p| p + tag.len());
                     push(&mut out, "?", &mut last_space);
                 }
                 None => {
@@ -114,7 +105,7 @@ pub fn scrub_sql(sql: &str, max: usize) -> String {
                 }
             }
             b'/' if b.get(i + 1) == Some(&b'*') => {
-                i = find(b, i + 2, b"*/").map_or(b.len(), |p| p + 2);
+                i = lex::skip_block_comment(b, i).unwrap_or(b.len());
             }
             c if c.is_ascii_whitespace() => {
                 if !last_space {
@@ -140,33 +131,6 @@ pub fn scrub_sql(sql: &str, max: usize) -> String {
         out.push_str("...");
     }
     out
-}
-
-/// The end of a quoted literal starting at `start` (a `'`); `backslash` for E'' strings.
-fn skip_quoted(b: &[u8], start: usize, backslash: bool) -> usize {
-    let mut i = start + 1;
-    while i < b.len() {
-        match b[i] {
-            b'\\' if backslash => i += 2,
-            b'\'' if b.get(i + 1) == Some(&b'\'') => i += 2,
-            b'\'' => return i + 1,
-            _ => i += 1,
-        }
-    }
-    b.len()
-}
-
-/// If a dollar-quote tag (`$$` or `$tag$`) starts at `i`, the index just past it.
-fn dollar_tag_end(b: &[u8], i: usize) -> Option<usize> {
-    let mut j = i + 1;
-    while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
-        j += 1;
-    }
-    (b.get(j) == Some(&b'$')).then_some(j + 1)
-}
-
-fn find(hay: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    hay.get(from..)?.windows(needle.len()).position(|w| w == needle).map(|p| p + from)
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ mod functions;
 mod guard;
 mod hints;
 mod kind;
+pub mod lex;
 mod model;
 mod options;
 mod predicates;

@@ -17,6 +17,8 @@
 
 use std::ops::Range;
 
+use crate::lex::{dollar_tag_end, find, skip_block_comment, skip_quoted_identifier, skip_string};
+
 /// Writes the shape of `sql` into `out` (cleared first) and returns how many constants it
 /// replaced; 0 when there were none or the text is not one to normalise.
 pub(crate) fn normalize(sql: &str, out: &mut String) -> usize {
@@ -177,73 +179,6 @@ fn string_constant(range: Range<usize>, after_word: bool, constant: &mut impl Fn
 
 fn is_word_byte(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80
-}
-
-/// The end of a `'...'` string starting at `start`; `backslash` for E'' strings.
-fn skip_string(b: &[u8], start: usize, backslash: bool) -> Option<usize> {
-    let mut i = start + 1;
-    while i < b.len() {
-        match b[i] {
-            b'\\' if backslash => i += 2,
-            b'\'' if b.get(i + 1) == Some(&b'\'') => i += 2,
-            b'\'' => return Some(i + 1),
-            _ => i += 1,
-        }
-    }
-    None
-}
-
-fn skip_quoted_identifier(b: &[u8], start: usize) -> Option<usize> {
-    let mut i = start + 1;
-    while i < b.len() {
-        if b[i] == b'"' {
-            if b.get(i + 1) == Some(&b'"') {
-                i += 2;
-                continue;
-            }
-            return Some(i + 1);
-        }
-        i += 1;
-    }
-    None
-}
-
-/// Block comments nest in PostgreSQL.
-fn skip_block_comment(b: &[u8], start: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut i = start;
-    while i + 1 < b.len() {
-        if b[i] == b'/' && b[i + 1] == b'*' {
-            depth += 1;
-            i += 2;
-        } else if b[i] == b'*' && b[i + 1] == b'/' {
-            depth -= 1;
-            i += 2;
-            if depth == 0 {
-                return Some(i);
-            }
-        } else {
-            i += 1;
-        }
-    }
-    None
-}
-
-/// If a dollar-quote tag (`$$` or `$tag$`) starts at `i`, the index just past it; `None` for
-/// anything else after a `$` (a parameter).
-fn dollar_tag_end(b: &[u8], i: usize) -> Option<usize> {
-    let mut j = i + 1;
-    if b.get(j).is_some_and(u8::is_ascii_digit) {
-        return None;
-    }
-    while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_' || b[j] >= 0x80) {
-        j += 1;
-    }
-    (b.get(j) == Some(&b'$')).then_some(j + 1)
-}
-
-fn find(hay: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    hay.get(from..)?.windows(needle.len()).position(|w| w == needle).map(|p| p + from)
 }
 
 /// The end of a numeric constant at `start`: decimal with optional fraction and exponent,
