@@ -132,7 +132,9 @@ impl Analyzer {
     }
 }
 
-/// Shapes live in the text cache under a parameter type list no Parse message can have.
+/// Shapes live in the text cache under a parameter type list no driver sends (one type of
+/// oid 0xFFFFFFFF). A Parse that did send it would share the entry of the same text, whose
+/// analysis is the same but for that type annotation.
 const SHAPE_KEY: [u32; 1] = [u32::MAX];
 
 /// Whether a shape's analysis stands for every text of that shape: what its constants are
