@@ -148,6 +148,7 @@ mod tests {
                 "UPDATE \"T 1\" SET x = -? WHERE id=?",
             ),
             ("/* hi */ SELECT  \n\t1", "SELECT ?"),
+            ("/* a /* nested 'x' */ still comment */ SELECT 2", "SELECT ?"),
             ("INSERT INTO t VALUES ('unterminated", "INSERT INTO t VALUES (?"),
         ];
         for (sql, want) in cases {
