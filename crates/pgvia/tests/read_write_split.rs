@@ -762,3 +762,55 @@ async fn set_role_pipelined_behind_a_query() {
     drop(c);
     proxy.assert_no_leaks().await;
 }
+
+/// The replies to one simple query or one Sync: the error's SQLSTATE, if any.
+async fn exchange_error(conn: &mut common::raw::RawConn) -> Option<String> {
+    conn.until_ready().await.into_iter().find(|m| m.tag == b'E').and_then(|m| m.sqlstate())
+}
+
+/// A write the client pipelines behind a read a replica is serving (sent after pgvia took the
+/// replica, before its answer) waits for that answer and runs on the primary, in the simple and
+/// the extended protocol. Inside a `READ ONLY` block it stays with the block and fails there as
+/// it would on the primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_pipelined_behind_a_replica_read_goes_to_the_primary() {
+    use common::raw::{bind, execute, parse, query, sync, RawConn};
+    let Some(rep) = start_replicated(2) else { return };
+    rep.setup(&tables(&["piped"]));
+    let proxy = TestProxy::start(&split_config(&rep, ROLES, &["read_your_writes = \"0s\""])).await;
+    wait_healthy(&rep, &proxy).await;
+    let mut conn = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.expect("login");
+    let slow_read = "SELECT pg_sleep(0.3), count(*) FROM piped";
+    let before = rep.calls("FROM piped");
+    for round in 0..3 {
+        conn.send(&query(slow_read)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        conn.send(&query(&format!("INSERT INTO piped VALUES ({}, 0)", 100 + round))).await;
+        let extended = format!("INSERT INTO piped VALUES ({}, 0)", 200 + round);
+        conn.send(&[parse("", &extended), bind("", "", &[]), execute("", 0), sync()].concat()).await;
+        assert_eq!(exchange_error(&mut conn).await, None, "round {round}: the read");
+        assert_eq!(
+            exchange_error(&mut conn).await,
+            None,
+            "round {round}: the simple INSERT (25006: a replica)"
+        );
+        assert_eq!(exchange_error(&mut conn).await, None, "round {round}: the extended INSERT");
+    }
+    on_replicas(&delta(&before, &rep.calls("FROM piped")), 3, "the slow reads");
+    let written =
+        tokio::task::block_in_place(|| rep.primary.psql(DB, "SELECT count(*) FROM piped WHERE id >= 100"));
+    assert_eq!(written.expect("count on the primary"), "6");
+
+    // In a READ ONLY block the write belongs to the block: refused, and the session goes on.
+    conn.send(&query(&format!("BEGIN READ ONLY; {slow_read}"))).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    conn.send(&query("INSERT INTO piped VALUES (300, 0)")).await;
+    conn.send(&query("ROLLBACK")).await;
+    assert_eq!(exchange_error(&mut conn).await, None, "BEGIN READ ONLY and the read");
+    assert_eq!(exchange_error(&mut conn).await.as_deref(), Some("25006"), "a write in a READ ONLY block");
+    assert_eq!(exchange_error(&mut conn).await, None, "ROLLBACK");
+    conn.send(&query("INSERT INTO piped VALUES (301, 0)")).await;
+    assert_eq!(exchange_error(&mut conn).await, None, "a write after the block");
+    drop(conn);
+    proxy.assert_no_leaks().await;
+}

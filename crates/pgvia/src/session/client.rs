@@ -93,6 +93,9 @@ pub struct Session<'a> {
     pub primary_until: Option<std::time::Instant>,
     /// The transaction being served writes (or may).
     pub wrote: bool,
+    /// The server held is a replica the analysis chose (not a hint or the session's role):
+    /// an exchange pipelined behind the first that needs the primary is held for it.
+    pub on_replica: bool,
     /// Settings and pins: what follows the client from server to server.
     pub state: SessionState,
     pub cancel: CancelKey,
@@ -191,6 +194,9 @@ impl Session<'_> {
                 open_batch: false,
                 statements: self.statements.as_mut(),
                 role: &mut self.role,
+                replica_split: self.on_replica.then_some(self.group.hosts.settings.read_write_split),
+                pipelined: false,
+                held_for_primary: false,
             });
             let end = relay::relay(
                 self.client,
@@ -440,6 +446,7 @@ impl Session<'_> {
     /// A server for what the client sent: the primary or a replica, as [`Self::route`] says.
     async fn checkout(&mut self) -> Result<Checkout, SessionError> {
         if self.group.is_single() {
+            self.on_replica = false;
             return Ok(self.pool.checkout().await?);
         }
         if self.group.hosts.is_retired() {
@@ -451,14 +458,20 @@ impl Session<'_> {
                 self.group = self.app.group_for(db, user);
             }
         }
-        let target = self.route();
-        Ok(self.group.checkout(target).await?)
+        let (target, by_analysis) = self.route();
+        let checkout = self.group.checkout(target).await?;
+        let primary = self.group.hosts.primary().and_then(|i| self.group.pools.get(i));
+        self.on_replica = by_analysis
+            && target == Target::Replica
+            && !primary.is_some_and(|p| Arc::ptr_eq(p, checkout.pool()));
+        Ok(checkout)
     }
 
     /// Where the transaction waiting in the client's buffer goes: a comment hint, else the
     /// session's role (`SET pgvia.role`, the user's `default_role`), else the analysis of its
-    /// statements, with reads kept on the primary for a while after a write.
-    fn route(&mut self) -> Target {
+    /// statements, with reads kept on the primary for a while after a write. Also says
+    /// whether the analysis made the choice.
+    fn route(&mut self) -> (Target, bool) {
         let decision = if self.pool.settings.pool_mode == PoolMode::Session {
             // The whole session on one server: only the role preference can choose.
             Decision { target: Target::Primary, hinted: false, writes: true }
@@ -477,18 +490,18 @@ impl Session<'_> {
         self.wrote = decision.writes;
         tracing::debug!(pool = %self.pool.name, ?decision, role = self.role.as_str(), "routing a transaction");
         if decision.hinted {
-            return decision.target;
+            return (decision.target, false);
         }
         match self.role {
-            RolePreference::Primary => Target::Primary,
-            RolePreference::Replica => Target::Replica,
+            RolePreference::Primary => (Target::Primary, false),
+            RolePreference::Replica => (Target::Replica, false),
             RolePreference::Auto
                 if decision.target == Target::Replica
                     && self.primary_until.is_some_and(|t| std::time::Instant::now() < t) =>
             {
-                Target::Primary
+                (Target::Primary, true)
             }
-            RolePreference::Auto => decision.target,
+            RolePreference::Auto => (decision.target, true),
         }
     }
 

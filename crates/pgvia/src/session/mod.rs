@@ -9,6 +9,7 @@ mod error;
 mod local;
 mod login;
 mod memo;
+mod pipelined;
 mod relay;
 mod settings;
 mod startup;
@@ -196,6 +197,7 @@ async fn logged_in(
             role: user.default_role.unwrap_or(RolePreference::Auto),
             primary_until: None,
             wrote: false,
+            on_replica: false,
             state: state::SessionState {
                 statements_followed: statements.is_some(),
                 ..state::SessionState::new(identity.settings.clone())

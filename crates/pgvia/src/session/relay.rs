@@ -13,6 +13,7 @@ use wire::frontend::{self, FrontendMessage, Target};
 use wire::FrameDecoder;
 
 use super::error::SessionError;
+use super::pipelined::{release_hold_in_open_block, Pipelined};
 use super::state::SessionState;
 use super::timeouts::{Timers, Wait};
 use crate::app::Phase;
@@ -85,6 +86,15 @@ pub struct Tracking<'a> {
     pub open_batch: bool,
     /// Where the session's next transactions go (`SET pgvia.role`).
     pub role: &'a mut crate::config::RolePreference,
+    /// The server is a replica the analysis chose (read/write split): an exchange the client
+    /// pipelines behind the first that needs the primary waits, to be routed again (`held`)
+    /// once the replica has answered. `None` otherwise.
+    pub replica_split: Option<crate::config::ReadWriteSplit>,
+    /// The frames being scanned arrived after the server was taken (the first ones were
+    /// what the routing decision was made on).
+    pub pipelined: bool,
+    /// `held` is an exchange waiting for the primary (not a statement-mode refusal).
+    pub held_for_primary: bool,
 }
 
 /// What a relay waits on besides the two sockets: the session's time limits and the
@@ -145,7 +155,7 @@ impl Tracking<'_> {
         Some(Sent::Replaced)
     }
 
-    /// Statement mode: follows whether an extended-protocol batch is open (sent, not synced).
+    /// Follows whether an extended-protocol batch is open (sent, not synced).
     fn note_batch(&mut self, tag: u8) {
         match tag {
             frontend::tag::QUERY | frontend::tag::SYNC => self.open_batch = false,
@@ -302,8 +312,23 @@ fn scan_client(
                 break ClientScan { terminated: false, error: Some(e.into()), answered_query: false };
             }
         }
-        if let Some(t) = tracking.as_deref_mut().filter(|t| t.refuse_transactions) {
-            if matches!(tag, b'P' | b'Q') && t.refuses(tag, &frame[5..]) {
+        if let Some(t) =
+            tracking.as_deref_mut().filter(|t| t.refuse_transactions || t.replica_split.is_some())
+        {
+            if !t.open_batch && matches!(tag, b'P' | b'B' | b'Q') {
+                match t.pipelined_target(decoder, &buf[pos..]) {
+                    Pipelined::Here => {}
+                    Pipelined::Incomplete => {
+                        break ClientScan { terminated: false, error: None, answered_query: false }
+                    }
+                    Pipelined::Primary => {
+                        t.held = true;
+                        t.held_for_primary = true;
+                        break ClientScan { terminated: false, error: None, answered_query: false };
+                    }
+                }
+            }
+            if t.refuse_transactions && matches!(tag, b'P' | b'Q') && t.refuses(tag, &frame[5..]) {
                 // Refused in statement mode: answered in order once the server is done, or,
                 // inside an unsynced batch the server already has part of, not at all.
                 if t.open_batch {
@@ -469,7 +494,10 @@ async fn take_client_frames(
     server.dirty = true;
     bufs.meter.request(&bufs.from_client);
     let mut tracking = tracking;
-    let scan = scan_client(bufs, decoder, server, tracking.as_deref_mut());
+    let mut scan = scan_client(bufs, decoder, server, tracking.as_deref_mut());
+    if release_hold_in_open_block(server, &bufs.to_server, tracking.as_deref_mut()) {
+        scan = scan_client(bufs, decoder, server, tracking.as_deref_mut());
+    }
     let releasable = tracking.as_ref().is_some_and(|t| t.may_release());
     if tracking.as_ref().is_some_and(|t| t.held) && bufs.to_server.is_empty() && !server.tracker.has_pending()
     {
@@ -560,9 +588,13 @@ pub async fn relay(
     let Waits { timers, mut inbox } = waits;
     let mut draining = *shutdown.borrow() != Phase::Running;
     let mut server_fatal = false;
-    // The client may have sent more than the message that got it this server.
+    // The client may have sent more than the message that got it this server; the routing
+    // decision was made on all of it.
     if let Some(end) = take_client_frames(bufs, decoder, server, tracking.as_mut()).await {
         return end;
+    }
+    if let Some(t) = tracking.as_mut() {
+        t.pipelined = true;
     }
     let (mut cr, mut cw) = tokio::io::split(client);
     loop {
@@ -623,6 +655,11 @@ pub async fn relay(
                 }
                 if let Some(id) = scan.stale_plan {
                     if let Some(end) = retry_stale_plan(bufs, decoder, server, tracking.as_mut(), id).await {
+                        return end;
+                    }
+                }
+                if release_hold_in_open_block(server, &bufs.to_server, tracking.as_mut()) {
+                    if let Some(end) = take_client_frames(bufs, decoder, server, tracking.as_mut()).await {
                         return end;
                     }
                 }
