@@ -44,7 +44,7 @@ impl Decision {
 /// Extended-protocol batches are decided only once they are complete (a Sync or Flush is
 /// in), up to this many bytes: a Parse of a read followed, in the same implicit transaction,
 /// by a Parse of a write must not be split across servers.
-const MAX_WAIT_FOR_SYNC: usize = 64 * 1024;
+pub const MAX_WAIT_FOR_SYNC: usize = 64 * 1024;
 
 /// Whether the buffered client bytes are an extended-protocol batch whose end has not
 /// arrived yet, so the decision should wait for more.

@@ -190,13 +190,11 @@ impl Session<'_> {
                 state: &mut self.state,
                 pool: &self.pool,
                 refuse_transactions: self.pool.settings.pool_mode == PoolMode::Statement,
-                held: false,
+                held: None,
                 open_batch: false,
                 statements: self.statements.as_mut(),
                 role: &mut self.role,
                 replica_split: self.on_replica.then_some(self.group.hosts.settings.read_write_split),
-                pipelined: false,
-                held_for_primary: false,
             });
             let end = relay::relay(
                 self.client,

@@ -9,12 +9,9 @@
 use wire::frontend;
 use wire::FrameDecoder;
 
-use super::relay::Tracking;
+use super::relay::{Held, Tracking};
+use crate::routing::decide::MAX_WAIT_FOR_SYNC;
 use crate::server::ServerConn;
-
-/// How much of an extended-protocol batch pipelined behind a replica's work is kept back
-/// waiting for its Sync, so the batch is routed whole (as at checkout).
-const MAX_PIPELINED_WAIT: usize = 64 * 1024;
 
 /// What to do with an exchange the client pipelined behind others on a replica.
 pub(super) enum Pipelined {
@@ -30,7 +27,7 @@ impl Tracking<'_> {
     /// Where an exchange starting at the head of `rest`, pipelined behind what this replica
     /// is serving, must run; decided as a checkout would decide it.
     pub(super) fn pipelined_target(&mut self, decoder: &FrameDecoder, rest: &[u8]) -> Pipelined {
-        let Some(split) = self.replica_split.filter(|_| self.pipelined && self.state.pins.is_empty()) else {
+        let Some(split) = self.replica_split.filter(|_| self.state.pins.is_empty()) else {
             return Pipelined::Here;
         };
         // This exchange only: up to its Sync (or Flush), or the one Query.
@@ -44,9 +41,9 @@ impl Tracking<'_> {
                         break;
                     }
                 }
-                // The batch is still arriving; past the cap it is decided on what is in. An
-                // invalid frame ahead is left to the scan, which stops there.
-                Ok(None) if end < MAX_PIPELINED_WAIT => return Pipelined::Incomplete,
+                // The batch is still arriving; past the cap checkouts use too, it is decided on
+                // what is in. An invalid frame ahead is left to the scan, which stops there.
+                Ok(None) if end < MAX_WAIT_FOR_SYNC => return Pipelined::Incomplete,
                 _ => break,
             }
         }
@@ -79,12 +76,11 @@ pub(super) fn release_hold_in_open_block(
     to_server: &[u8],
     tracking: Option<&mut Tracking<'_>>,
 ) -> bool {
-    let Some(t) = tracking.filter(|t| t.held_for_primary) else { return false };
+    let Some(t) = tracking.filter(|t| t.held == Some(Held::ForPrimary)) else { return false };
     if !to_server.is_empty() || server.tracker.has_pending() || server.tracker.is_quiescent() {
         return false;
     }
-    t.held = false;
-    t.held_for_primary = false;
+    t.held = None;
     t.replica_split = None;
     true
 }

@@ -80,21 +80,26 @@ pub struct Tracking<'a> {
     pub statements: Option<&'a mut ClientStatements>,
     /// Statement mode: statements that open a transaction block are refused.
     pub refuse_transactions: bool,
-    /// A refused message waits at the head of the client's buffer (statement_mode.rs).
-    pub held: bool,
+    /// A message waits at the head of the client's buffer, and why.
+    pub held: Option<Held>,
     /// An extended-protocol batch was forwarded and its Sync not yet.
     pub open_batch: bool,
     /// Where the session's next transactions go (`SET pgvia.role`).
     pub role: &'a mut crate::config::RolePreference,
     /// The server is a replica the analysis chose (read/write split): an exchange the client
     /// pipelines behind the first that needs the primary waits, to be routed again (`held`)
-    /// once the replica has answered. `None` otherwise.
+    /// once the replica has answered. `None` otherwise, and while the relay scans the frames
+    /// the routing decision was made on.
     pub replica_split: Option<crate::config::ReadWriteSplit>,
-    /// The frames being scanned arrived after the server was taken (the first ones were
-    /// what the routing decision was made on).
-    pub pipelined: bool,
-    /// `held` is an exchange waiting for the primary (not a statement-mode refusal).
-    pub held_for_primary: bool,
+}
+
+/// Why a client message is held back rather than forwarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Statement mode refuses it; answered once the server is done (statement_mode.rs).
+    Refused,
+    /// It needs the primary and the server is a replica (pipelined.rs).
+    ForPrimary,
 }
 
 /// What a relay waits on besides the two sockets: the session's time limits and the
@@ -312,18 +317,15 @@ fn scan_client(
                 break ClientScan { terminated: false, error: Some(e.into()), answered_query: false };
             }
         }
-        if let Some(t) =
-            tracking.as_deref_mut().filter(|t| t.refuse_transactions || t.replica_split.is_some())
-        {
-            if !t.open_batch && matches!(tag, b'P' | b'B' | b'Q') {
+        if let Some(t) = tracking.as_deref_mut() {
+            if t.replica_split.is_some() && !t.open_batch && matches!(tag, b'P' | b'B' | b'Q') {
                 match t.pipelined_target(decoder, &buf[pos..]) {
                     Pipelined::Here => {}
                     Pipelined::Incomplete => {
                         break ClientScan { terminated: false, error: None, answered_query: false }
                     }
                     Pipelined::Primary => {
-                        t.held = true;
-                        t.held_for_primary = true;
+                        t.held = Some(Held::ForPrimary);
                         break ClientScan { terminated: false, error: None, answered_query: false };
                     }
                 }
@@ -335,7 +337,7 @@ fn scan_client(
                     let error = Some(super::statement_mode::fatal_refusal());
                     break ClientScan { terminated: false, error, answered_query: false };
                 }
-                t.held = true;
+                t.held = Some(Held::Refused);
                 break ClientScan { terminated: false, error: None, answered_query: false };
             }
             t.note_batch(tag);
@@ -499,7 +501,9 @@ async fn take_client_frames(
         scan = scan_client(bufs, decoder, server, tracking.as_deref_mut());
     }
     let releasable = tracking.as_ref().is_some_and(|t| t.may_release());
-    if tracking.as_ref().is_some_and(|t| t.held) && bufs.to_server.is_empty() && !server.tracker.has_pending()
+    if tracking.as_ref().is_some_and(|t| t.held.is_some())
+        && bufs.to_server.is_empty()
+        && !server.tracker.has_pending()
     {
         // Statement mode stopped at a refused message and the server owes nothing more: the
         // refusal is answered now (client.rs). A transaction open on the server (SQL the
@@ -589,12 +593,13 @@ pub async fn relay(
     let mut draining = *shutdown.borrow() != Phase::Running;
     let mut server_fatal = false;
     // The client may have sent more than the message that got it this server; the routing
-    // decision was made on all of it.
+    // decision was made on all of it, so none of it is held for the primary.
+    let replica_split = tracking.as_mut().and_then(|t| t.replica_split.take());
     if let Some(end) = take_client_frames(bufs, decoder, server, tracking.as_mut()).await {
         return end;
     }
     if let Some(t) = tracking.as_mut() {
-        t.pipelined = true;
+        t.replica_split = replica_split;
     }
     let (mut cr, mut cw) = tokio::io::split(client);
     loop {
@@ -665,7 +670,7 @@ pub async fn relay(
                 }
                 let releasable = tracking.as_ref().is_some_and(Tracking::may_release);
                 // Every Sync the client sent is answered and nothing of its is half-received.
-                let held = tracking.as_ref().is_some_and(|t| t.held);
+                let held = tracking.as_ref().is_some_and(|t| t.held.is_some());
                 let done = server.tracker.is_quiescent()
                     && bufs.to_server.is_empty()
                     && (bufs.from_client.is_empty() || held);
