@@ -3,7 +3,7 @@
 //! Folders follow concerns: `net` (sockets, TLS), `session` (one client), `server` (one
 //! PostgreSQL connection), `pool` (sharing servers), `prepared` (statements that follow clients
 //! across servers), `notify` (LISTEN/NOTIFY fan-out), `auth`, `config`, `cancel`; `app` holds
-//! what they share and `proxy` runs the accept loop.
+//! what they share and `proxy` runs the accept loop. `import` converts PgBouncer's configuration.
 
 pub mod admin;
 pub mod app;
@@ -11,6 +11,7 @@ pub mod auth;
 pub mod cancel;
 pub mod clients;
 pub mod config;
+pub mod import;
 pub mod logging;
 pub mod metrics;
 pub mod net;

@@ -1,4 +1,4 @@
-//! The `pgvia` command: run the proxy, or check a configuration file.
+//! The `pgvia` command: run the proxy, check a configuration file, or import PgBouncer's.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +21,16 @@ struct Cli {
 enum Command {
     /// Validate the configuration file and print every problem with its key path.
     Check,
+    /// Write a pgvia configuration equivalent to a PgBouncer one, and list what it leaves out.
+    ImportPgbouncer {
+        /// PgBouncer's configuration file.
+        ini: PathBuf,
+        /// Its user list; default: the file's `auth_file`, if readable.
+        userlist: Option<PathBuf>,
+        /// Where to write the TOML; default: standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
 }
 
 /// Exit code for a configuration pgvia refuses to start with.
@@ -28,8 +38,12 @@ const EXIT_BAD_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Check) = cli.command {
-        return pgvia::config::check_command(&cli.config);
+    match &cli.command {
+        Some(Command::Check) => return pgvia::config::check_command(&cli.config),
+        Some(Command::ImportPgbouncer { ini, userlist, output }) => {
+            return pgvia::import::command(ini, userlist.as_deref(), output.as_deref());
+        }
+        None => {}
     }
     let config = match Config::load(&cli.config) {
         Ok(c) => c,
