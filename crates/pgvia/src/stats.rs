@@ -270,7 +270,9 @@ impl Meter {
                 return;
             }
         };
-        // Room for the scrubbed form, which is never longer than the text plus "...".
+        // Room for the scrubbed form, which is never longer than the text plus "...". Text in
+        // a client encoding other than UTF-8 is logged as far as it reads.
+        let sql = String::from_utf8_lossy(sql);
         let mut cut = sql.len().min(crate::logging::SLOW_QUERY_TEXT * 4);
         while !sql.is_char_boundary(cut) {
             cut -= 1;

@@ -63,6 +63,20 @@ impl Analyzer {
         analysis
     }
 
+    /// [`Analyzer::analyze`] for text as a client sent it, in its `client_encoding`: text
+    /// that is not UTF-8 (`SELECT 'café'` from a LATIN1 client) is not read at all and gets
+    /// the conservative analysis, as text the parser rejects does.
+    pub fn analyze_bytes(&self, sql: &[u8], param_oids: &[u32]) -> Arc<Analysis> {
+        match std::str::from_utf8(sql) {
+            Ok(sql) => self.analyze(sql, param_oids),
+            Err(_) => Arc::new(Analysis::conservative(
+                Outcome::ParseError,
+                crate::store::HintData::default(),
+                Box::default(),
+            )),
+        }
+    }
+
     /// What a simple query's `sql` does, shared with every text of the same shape (the text
     /// with its constants as parameters, see [`constants`](crate::constants)) when the shape
     /// is a data statement (`SELECT`, `INSERT`, `UPDATE`, `DELETE`, `MERGE`, transaction

@@ -117,17 +117,26 @@ impl<'a> Fields<'a> {
         Self(body)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = Result<(u8, &'a str), WireError>> + 'a {
+    /// Fields as bytes: a server writes them in the client's encoding, which need not be
+    /// UTF-8 (a message quoting the client's text after `SET client_encoding TO 'KOI8'`).
+    pub fn iter(&self) -> impl Iterator<Item = Result<(u8, &'a [u8]), WireError>> + 'a {
         let mut r = Reader::new(self.0, "ErrorResponse");
         std::iter::from_fn(move || match r.u8() {
             Ok(0) => None,
-            Ok(code) => Some(r.cstr().map(|v| (code, v))),
+            Ok(code) => Some(r.cstr_bytes().map(|v| (code, v))),
             Err(e) => Some(Err(e)),
         })
     }
 
-    pub fn get(&self, code: u8) -> Option<&'a str> {
+    /// A field's bytes, in the client's encoding.
+    pub fn get_bytes(&self, code: u8) -> Option<&'a [u8]> {
         self.iter().filter_map(Result::ok).find(|(c, _)| *c == code).map(|(_, v)| v)
+    }
+
+    /// A field that is UTF-8 (SQLSTATE and severity always are: they are ASCII); `None` for
+    /// one in another encoding.
+    pub fn get(&self, code: u8) -> Option<&'a str> {
+        self.get_bytes(code).and_then(|v| std::str::from_utf8(v).ok())
     }
 
     /// The SQLSTATE ('C' field).
@@ -258,9 +267,11 @@ pub enum BackendMessage<'a> {
         payload: &'a str,
     },
     ParameterDescription(Oids<'a>),
+    /// The value is in the client's encoding (an `application_name` set after
+    /// `SET client_encoding TO 'LATIN1'`), which need not be UTF-8.
     ParameterStatus {
         name: &'a str,
-        value: &'a str,
+        value: &'a [u8],
     },
     ParseComplete,
     PortalSuspended,
@@ -280,7 +291,8 @@ fn fields_end(body: &[u8], message: &'static str) -> Result<(), WireError> {
         if r.u8()? == 0 {
             return r.finish();
         }
-        r.cstr()?;
+        // In the client's encoding, which need not be UTF-8.
+        r.cstr_bytes()?;
     }
 }
 
@@ -369,7 +381,7 @@ impl<'a> BackendMessage<'a> {
             PARAMETER_STATUS => {
                 let mut r = Reader::new(body, "ParameterStatus");
                 let name = r.cstr()?;
-                let value = r.cstr()?;
+                let value = r.cstr_bytes()?;
                 r.finish()?;
                 Self::ParameterStatus { name, value }
             }
@@ -445,6 +457,15 @@ mod tests {
         assert_eq!(fields.message(), Some("syntax error"));
         assert_eq!(fields.severity(), Some("ERROR"));
         assert!(BackendMessage::parse(&frame(b'E', b"SERROR\0C4")).is_err());
+        // A message quoting the client's text in its own encoding (KOI8-R here).
+        let f = frame(b'E', b"SERROR\0C22P02\0Mbad \"\xd0\xd2\"\0\0");
+        let BackendMessage::ErrorResponse(fields) = BackendMessage::parse(&f).unwrap() else { panic!() };
+        assert_eq!(fields.code(), Some("22P02"));
+        assert_eq!(fields.message(), None);
+        assert_eq!(fields.get_bytes(b'M'), Some(&b"bad \"\xd0\xd2\""[..]));
+        let f = frame(b'S', b"application_name\0caf\xe9\0");
+        let status = BackendMessage::parse(&f).unwrap();
+        assert_eq!(status, BackendMessage::ParameterStatus { name: "application_name", value: b"caf\xe9" });
     }
 
     #[test]

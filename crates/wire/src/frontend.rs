@@ -88,7 +88,8 @@ fn values<'a>(r: &mut Reader<'a>) -> Result<Values<'a>, WireError> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parse<'a> {
     pub name: &'a str,
-    pub query: &'a str,
+    /// The query text in the client's encoding (`client_encoding`), which need not be UTF-8.
+    pub query: &'a [u8],
     pub param_types: Oids<'a>,
 }
 
@@ -118,8 +119,9 @@ pub enum FrontendMessage<'a> {
     },
     CopyData(&'a [u8]),
     CopyDone,
+    /// The message is in the client's encoding.
     CopyFail {
-        message: &'a str,
+        message: &'a [u8],
     },
     Describe {
         target: Target,
@@ -134,8 +136,9 @@ pub enum FrontendMessage<'a> {
     Parse(Parse<'a>),
     /// The raw body of a 'p' message; its meaning depends on the auth exchange in progress.
     Password(&'a [u8]),
+    /// The query text in the client's encoding (`client_encoding`), which need not be UTF-8.
     Query {
-        sql: &'a str,
+        sql: &'a [u8],
     },
     Sync,
     Terminate,
@@ -179,7 +182,7 @@ impl<'a> FrontendMessage<'a> {
             COPY_DONE => empty(body, "CopyDone").map(|()| Self::CopyDone)?,
             COPY_FAIL => {
                 let mut r = Reader::new(body, "CopyFail");
-                let message = r.cstr()?;
+                let message = r.cstr_bytes()?;
                 r.finish()?;
                 Self::CopyFail { message }
             }
@@ -203,7 +206,7 @@ impl<'a> FrontendMessage<'a> {
             PARSE => {
                 let mut r = Reader::new(body, "Parse");
                 let name = r.cstr()?;
-                let query = r.cstr()?;
+                let query = r.cstr_bytes()?;
                 let n = r.count16()?;
                 let param_types = Oids::read(&mut r, n)?;
                 r.finish()?;
@@ -212,7 +215,7 @@ impl<'a> FrontendMessage<'a> {
             PASSWORD => Self::Password(body),
             QUERY => {
                 let mut r = Reader::new(body, "Query");
-                let sql = r.cstr()?;
+                let sql = r.cstr_bytes()?;
                 r.finish()?;
                 Self::Query { sql }
             }
@@ -255,15 +258,27 @@ mod tests {
     fn parse_message() {
         let f = frame(b'P', b"s\0select $1\0\0\x01\0\0\0\x17");
         let FrontendMessage::Parse(p) = FrontendMessage::parse(&f).unwrap() else { panic!() };
-        assert_eq!(p.query, "select $1");
+        assert_eq!(p.query, b"select $1");
         assert_eq!(p.param_types.iter().collect::<Vec<_>>(), vec![23]);
         assert!(FrontendMessage::parse(&frame(b'P', b"s\0select")).is_err());
     }
 
     #[test]
+    fn query_text_is_bytes_in_the_client_encoding() {
+        // 'привет' in KOI8-R, 'café' in LATIN1: not UTF-8, and not for the wire to judge.
+        let f = frame(b'Q', b"SELECT '\xd0\xd2\xc9\xd7\xc5\xd4'\0");
+        let Ok(FrontendMessage::Query { sql }) = FrontendMessage::parse(&f) else { panic!() };
+        assert_eq!(sql, b"SELECT '\xd0\xd2\xc9\xd7\xc5\xd4'");
+        let f = frame(b'P', b"\0SELECT 'caf\xe9'\0\0\0");
+        let Ok(FrontendMessage::Parse(p)) = FrontendMessage::parse(&f) else { panic!() };
+        assert_eq!(p.query, b"SELECT 'caf\xe9'");
+        let f = frame(b'f', b"abandon\xe9\0");
+        assert_eq!(FrontendMessage::parse(&f), Ok(FrontendMessage::CopyFail { message: b"abandon\xe9" }));
+    }
+
+    #[test]
     fn malformed_is_an_error() {
         assert!(FrontendMessage::parse(&frame(b'Q', b"no nul")).is_err());
-        assert!(FrontendMessage::parse(&frame(b'Q', b"\xff\xfe\0")).is_err());
         assert!(FrontendMessage::parse(&frame(b'S', b"x")).is_err());
         assert!(FrontendMessage::parse(&frame(b'D', b"X\0")).is_err());
         assert!(matches!(FrontendMessage::parse(&frame(b'~', b"")), Err(WireError::UnknownTag { .. })));

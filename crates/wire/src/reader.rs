@@ -60,10 +60,10 @@ impl<'a> Reader<'a> {
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    /// A count field (i16) that must not be negative.
+    /// A count field (parameters, formats, columns): PostgreSQL reads these as unsigned
+    /// 16-bit (`pq_getmsgint(msg, 2)`), so up to 65,535, never negative.
     pub fn count16(&mut self) -> Result<usize, WireError> {
-        let n = self.i16()?;
-        usize::try_from(n).map_err(|_| WireError::Invalid { message: self.message, detail: "negative count" })
+        self.u16().map(usize::from)
     }
 
     /// A NUL-terminated string, returned without its terminator.

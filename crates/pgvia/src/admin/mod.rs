@@ -91,7 +91,8 @@ pub async fn serve(
                     else {
                         continue;
                     };
-                    run_query(app, me, sql, out).await;
+                    // The console speaks UTF-8; other bytes read as U+FFFD and match nothing.
+                    run_query(app, me, &String::from_utf8_lossy(sql), out).await;
                     build::ready_for_query(out, TransactionStatus::Idle.as_byte());
                 }
                 _ if skipping => {}

@@ -455,7 +455,7 @@ fn prepared(app: &App) -> RowSet {
     for s in statements {
         rs.push(vec![
             s.server_name().into(),
-            crate::logging::scrub_sql(&s.query, 200).into(),
+            crate::logging::scrub_sql(&String::from_utf8_lossy(&s.query), 200).into(),
             s.param_types.len().into(),
             s.client_refs().into(),
             s.server_refs().into(),

@@ -8,7 +8,7 @@ mod checkout;
 mod group;
 mod maintain;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -98,9 +98,9 @@ pub struct Pool {
     /// What a freshly connected server reports (ParameterStatus), kept so a client can be
     /// welcomed before it is given a server.
     startup_params: Mutex<Option<Arc<ServerParams>>>,
-    /// Startup settings (name, value) a server of this pool has accepted, so a client that
-    /// asks for them again is let in without asking a server.
-    accepted_settings: Mutex<HashSet<(String, String)>>,
+    /// What a server of this pool made of each set of startup settings clients logged in
+    /// with, so a client that asks for the same again is let in without asking a server.
+    settings_reports: Mutex<SettingsReports>,
     /// The parameter maps clients of this pool were told at login that differ from
     /// `startup_params` (an `application_name`, say), one per distinct map, so clients that
     /// were told the same share it (see [`Pool::shared_params`]).
@@ -122,9 +122,23 @@ pub struct Pool {
     reconnect_before: Mutex<Option<Instant>>,
 }
 
-/// Enough distinct startup settings for any real application; past it, new ones are checked
-/// every time rather than remembered, so a client cannot grow the set without bound.
-const MAX_ACCEPTED_SETTINGS: usize = 1024;
+/// Enough distinct sets of startup settings for any real application; past it, new ones are
+/// checked every time rather than remembered, so clients cannot grow the map without bound.
+const MAX_SETTINGS_REPORTS: usize = 1024;
+
+/// Settings reports by the (name, value) list a client logged in with.
+type SettingsReports = HashMap<Vec<(String, String)>, Arc<SettingsReport>>;
+
+/// What PostgreSQL makes of a set of startup settings at login, learnt once per pool: the
+/// values it reports for them (normalised: `utf-8` is `UTF8`, `iso, dmy` is `ISO, DMY`) and
+/// the notices it raises (a truncated `application_name`).
+#[derive(Debug, Default)]
+pub struct SettingsReport {
+    /// (name as the client spelled it, value as the server shows it), in the client's order.
+    pub values: Vec<(String, String)>,
+    /// Whole NoticeResponse frames, to pass on as they came.
+    pub notices: Vec<bytes::Bytes>,
+}
 
 /// Distinct login parameter maps a pool shares between its clients (one per application
 /// name, typically); a login compares against each, so the list stays short.
@@ -157,7 +171,7 @@ impl Pool {
             max_frame,
             idle: Mutex::new(Vec::new()),
             startup_params: Mutex::new(None),
-            accepted_settings: Mutex::new(HashSet::new()),
+            settings_reports: Mutex::new(HashMap::new()),
             welcomes: Mutex::new(Vec::new()),
             statements,
             stats: PoolStats::default(),
@@ -330,19 +344,16 @@ impl Pool {
         self.cached_startup_params().ok_or_else(|| PoolError::Closed { pool: self.name.clone() })
     }
 
-    /// The settings among `settings` that no server of this pool has accepted yet.
-    pub fn unchecked_settings<'s>(&self, settings: &'s [(String, String)]) -> Vec<&'s (String, String)> {
-        let accepted = self.accepted_settings.lock().unwrap_or_else(PoisonError::into_inner);
-        settings.iter().filter(|s| !accepted.contains(*s)).collect()
+    /// What a server of this pool made of `settings`, when one was asked before.
+    pub fn settings_report(&self, settings: &[(String, String)]) -> Option<Arc<SettingsReport>> {
+        let reports = self.settings_reports.lock().unwrap_or_else(PoisonError::into_inner);
+        reports.get(settings).cloned()
     }
 
-    pub fn remember_accepted(&self, settings: &[&(String, String)]) {
-        let mut accepted = self.accepted_settings.lock().unwrap_or_else(PoisonError::into_inner);
-        for s in settings {
-            if accepted.len() >= MAX_ACCEPTED_SETTINGS {
-                return;
-            }
-            accepted.insert((*s).clone());
+    pub fn remember_settings_report(&self, settings: &[(String, String)], report: Arc<SettingsReport>) {
+        let mut reports = self.settings_reports.lock().unwrap_or_else(PoisonError::into_inner);
+        if reports.len() < MAX_SETTINGS_REPORTS {
+            reports.insert(settings.to_vec(), report);
         }
     }
 

@@ -57,7 +57,7 @@ impl ClientStatements {
     /// statements (no lock), the registry (read lock), a new registration (write lock).
     pub fn resolve(
         &mut self,
-        query: &str,
+        query: &[u8],
         param_types: wire::frontend::Oids<'_>,
         analyze: impl FnOnce() -> Arc<route::Analysis>,
     ) -> Arc<Statement> {

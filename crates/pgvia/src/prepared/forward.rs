@@ -58,7 +58,7 @@ impl Forward<'_> {
         let analyzer = self.analyzer;
         let stmt = self.client.resolve(p.query, p.param_types, || {
             let oids: Vec<u32> = p.param_types.iter().collect();
-            analyzer.analyze(p.query, &oids)
+            analyzer.analyze_bytes(p.query, &oids)
         });
         let prev = match self.client.bind_name(p.name, stmt.clone()) {
             Ok(prev) => prev,
@@ -181,7 +181,7 @@ impl Forward<'_> {
         }
         let key = format!("{SQL_PREPARE_KEY}{}", &sql[span.end..]);
         let analyzer = self.analyzer;
-        let stmt = self.client.resolve(&key, Oids::new(&[]), || analyzer.analyze(sql, &[]));
+        let stmt = self.client.resolve(key.as_bytes(), Oids::new(&[]), || analyzer.analyze(sql, &[]));
         let prev = match self.client.bind_name(name, stmt.clone()) {
             Ok(prev) => prev,
             Err(super::DuplicateName) => {

@@ -27,7 +27,8 @@ pub struct Statement {
     pub id: u64,
     /// The name servers know it by, `pgvia_<id>`, with its terminating NUL.
     server_name: Box<[u8]>,
-    pub query: Box<str>,
+    /// The text as the client sent it, in its `client_encoding` (not necessarily UTF-8).
+    pub query: Box<[u8]>,
     pub param_types: Box<[u32]>,
     pub hash: u64,
     /// What the statement does, so binding it never analyses again.
@@ -40,7 +41,10 @@ pub struct Statement {
 
 impl std::fmt::Debug for Statement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Statement").field("id", &self.id).field("query", &self.query).finish()
+        f.debug_struct("Statement")
+            .field("id", &self.id)
+            .field("query", &String::from_utf8_lossy(&self.query))
+            .finish()
     }
 }
 
@@ -56,7 +60,7 @@ impl Statement {
     }
 
     /// Whether this is the statement for `query` with `param_types`.
-    pub fn matches(&self, hash: u64, query: &str, param_types: wire::reader::Oids<'_>) -> bool {
+    pub fn matches(&self, hash: u64, query: &[u8], param_types: wire::reader::Oids<'_>) -> bool {
         self.hash == hash
             && *self.query == *query
             && self.param_types.len() == param_types.len()
@@ -71,9 +75,10 @@ impl Statement {
         out.put_u8(wire::frontend::tag::PARSE);
         out.put_i32(len as i32);
         out.put_slice(name_cstr);
-        out.put_slice(self.query.as_bytes());
+        out.put_slice(&self.query);
         out.put_u8(0);
-        out.put_i16(self.param_types.len() as i16);
+        // At most 65,535: the types came from a client's Parse, whose count is 16 bits.
+        out.put_u16(u16::try_from(self.param_types.len()).unwrap_or(u16::MAX));
         for oid in self.param_types.iter() {
             out.put_u32(*oid);
         }
@@ -82,13 +87,15 @@ impl Statement {
     /// Whether the statement was made by SQL `PREPARE` (its registry text is
     /// [`super::sql::SQL_PREPARE_KEY`] followed by what came after the client's name).
     pub fn is_sql(&self) -> bool {
-        self.query.starts_with(super::sql::SQL_PREPARE_KEY)
+        self.query.starts_with(super::sql::SQL_PREPARE_KEY.as_bytes())
     }
 
     /// For a statement made by SQL `PREPARE`: the query that makes it on a server under
     /// pgvia's name.
     pub fn sql_prepare(&self) -> Option<String> {
-        let rest = self.query.strip_prefix(super::sql::SQL_PREPARE_KEY)?;
+        let rest = self.query.strip_prefix(super::sql::SQL_PREPARE_KEY.as_bytes())?;
+        // Made from a simple query that analysis read, so UTF-8.
+        let rest = std::str::from_utf8(rest).ok()?;
         Some(format!("PREPARE {}{rest}", self.server_name()))
     }
 
@@ -112,9 +119,9 @@ impl Statement {
 }
 
 /// Hashes a statement's identity: its text and its declared parameter types.
-pub fn statement_hash(query: &str, param_types: wire::reader::Oids<'_>) -> u64 {
+pub fn statement_hash(query: &[u8], param_types: wire::reader::Oids<'_>) -> u64 {
     let mut h = foldhash::fast::FixedState::with_seed(0x7067_7669_6120_7073).build_hasher();
-    h.write(query.as_bytes());
+    h.write(query);
     h.write_usize(param_types.len());
     for oid in param_types.iter() {
         h.write_u32(oid);
@@ -212,7 +219,7 @@ impl Registry {
     /// client reference taken for the caller. `analyze` runs only for a new statement.
     pub fn acquire(
         &self,
-        query: &str,
+        query: &[u8],
         param_types: wire::reader::Oids<'_>,
         hash: u64,
         analyze: impl FnOnce() -> Arc<route::Analysis>,
@@ -357,7 +364,7 @@ impl Registry {
 fn find(
     map: &Buckets,
     hash: u64,
-    query: &str,
+    query: &[u8],
     param_types: wire::reader::Oids<'_>,
 ) -> Option<Arc<Statement>> {
     map.get(&hash)?.iter().find(|s| s.matches(hash, query, param_types)).cloned()

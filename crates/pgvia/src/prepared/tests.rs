@@ -25,7 +25,7 @@ fn no_types() -> Oids<'static> {
 }
 
 fn resolve(client: &mut ClientStatements, a: &route::Analyzer, sql: &str) -> Arc<Statement> {
-    client.resolve(sql, no_types(), || a.analyze(sql, &[]))
+    client.resolve(sql.as_bytes(), no_types(), || a.analyze(sql, &[]))
 }
 
 #[test]
@@ -45,7 +45,7 @@ fn parse_resolves_in_three_tiers() {
     assert_eq!(reg.snapshot().registry_hits, 1, "another client's statement is found under the read lock");
     assert_eq!(reg.snapshot().statements, 1);
     // Same text, different declared parameter types: a different statement.
-    let typed = alice.resolve("SELECT 1", Oids::new(&23u32.to_be_bytes()), || a.analyze("SELECT 1", &[23]));
+    let typed = alice.resolve(b"SELECT 1", Oids::new(&23u32.to_be_bytes()), || a.analyze("SELECT 1", &[23]));
     assert!(!Arc::ptr_eq(&first, &typed));
     assert_eq!(first.client_refs(), 3);
     for s in [&first, &again, &other, &typed] {
@@ -79,7 +79,8 @@ fn purge_is_checked_without_the_lock_and_keeps_what_is_referenced() {
     let snap = reg.snapshot();
     assert_eq!(snap.purges, 1);
     assert_eq!(snap.purged, 2);
-    let left: Vec<String> = reg.statements().iter().map(|s| s.query.to_string()).collect();
+    let left: Vec<String> =
+        reg.statements().iter().map(|s| String::from_utf8_lossy(&s.query).into_owned()).collect();
     assert!(left.contains(&"SELECT 'kept by a server'".to_owned()), "{left:?}");
     assert!(left.contains(&"SELECT 'kept by a client name'".to_owned()), "{left:?}");
     assert!(left.contains(&"SELECT 'trigger'".to_owned()), "{left:?}");

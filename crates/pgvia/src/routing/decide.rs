@@ -84,7 +84,7 @@ struct Walk<'a, Q> {
     unnamed: Option<Arc<Analysis>>,
 }
 
-impl<Q: FnMut(&str) -> Arc<Analysis>> Walk<'_, Q> {
+impl<Q: FnMut(&[u8]) -> Arc<Analysis>> Walk<'_, Q> {
     /// `Some` when this analysis settles the decision.
     fn statement(&mut self, analysis: &Analysis) -> Option<Decision> {
         match analysis.hints().role {
@@ -212,7 +212,7 @@ fn may_pin(effect: &SessionEffect<'_>) -> bool {
 /// `analyzer` the rest.
 pub fn decide(
     analyzer: &route::Analyzer,
-    query: impl FnMut(&str) -> Arc<Analysis>,
+    query: impl FnMut(&[u8]) -> Arc<Analysis>,
     decoder: &FrameDecoder,
     statements: Option<&ClientStatements>,
     split: ReadWriteSplit,
@@ -248,9 +248,9 @@ pub fn analyze_parse(analyzer: &route::Analyzer, p: &frontend::Parse<'_>) -> std
         for (slot, oid) in stack.iter_mut().zip(p.param_types.iter()) {
             *slot = oid;
         }
-        analyzer.analyze(p.query, &stack[..n])
+        analyzer.analyze_bytes(p.query, &stack[..n])
     } else {
         let oids: Vec<u32> = p.param_types.iter().collect();
-        analyzer.analyze(p.query, &oids)
+        analyzer.analyze_bytes(p.query, &oids)
     }
 }

@@ -42,7 +42,7 @@ fn route(split: ReadWriteSplit, begin: Option<&str>, sqls: &[&str]) -> Decision 
     let analyzer = route::Analyzer::new(route::AnalyzerOptions::default()).unwrap();
     let buf: Vec<u8> = sqls.iter().flat_map(|s| query(s)).collect();
     let begin = begin.map(query);
-    let query = |sql: &str| analyzer.analyze(sql, &[]);
+    let query = |sql: &[u8]| analyzer.analyze_bytes(sql, &[]);
     decide(&analyzer, query, &FrameDecoder::new(1 << 20), None, split, begin.as_deref(), &buf)
 }
 

@@ -174,9 +174,11 @@ impl ServerConn {
     pub fn observe_body(&mut self, tag_byte: u8, body: &[u8]) -> Result<(), ServerError> {
         match BackendMessage::parse_body(tag_byte, body)? {
             BackendMessage::ParameterStatus { name, value }
-                if self.params.get(name).map(String::as_str) != Some(value) =>
+                if self.params.get(name).map(String::as_bytes) != Some(value) =>
             {
-                self.params.insert(name.to_owned(), value.to_owned());
+                // A value in a client encoding other than UTF-8 is kept as best it reads: the
+                // map serves comparisons and reports, and a lossy value only costs a resend.
+                self.params.insert(name.to_owned(), String::from_utf8_lossy(value).into_owned());
                 self.params_told = None;
             }
             BackendMessage::BackendKeyData { process_id, secret } => {
@@ -219,11 +221,21 @@ impl ServerConn {
 
     /// Runs one of pgvia's own queries and returns its rows as text (NULL as `None`).
     pub async fn query_rows(&mut self, sql: &str, timeout: Duration) -> Result<Rows, ServerError> {
+        self.query_rows_noticed(sql, timeout).await.map(|(rows, _)| rows)
+    }
+
+    /// As [`Self::query_rows`], with the NoticeResponse frames the query raised, whole.
+    pub async fn query_rows_noticed(
+        &mut self,
+        sql: &str,
+        timeout: Duration,
+    ) -> Result<(Rows, Vec<Bytes>), ServerError> {
         let fut = async {
             self.send_queries(&[sql]).await?;
             let mut rows = Rows::new();
-            self.drain_into(None, Some(&mut rows)).await?;
-            Ok(rows)
+            let mut notices = Vec::new();
+            self.drain_into(None, Some(&mut rows), Some(&mut notices)).await?;
+            Ok((rows, notices))
         };
         match tokio::time::timeout(timeout, fut).await {
             Ok(r) => r,
@@ -237,13 +249,14 @@ impl ServerConn {
     /// Reads and discards replies until nothing is owed; `first_error` collects the first
     /// ErrorResponse seen.
     pub(super) async fn drain(&mut self, first_error: Option<ServerError>) -> Result<(), ServerError> {
-        self.drain_into(first_error, None).await
+        self.drain_into(first_error, None, None).await
     }
 
     async fn drain_into(
         &mut self,
         mut first_error: Option<ServerError>,
         mut rows: Option<&mut Rows>,
+        mut notices: Option<&mut Vec<Bytes>>,
     ) -> Result<(), ServerError> {
         loop {
             // Replies pgvia owes the client in the server's place are moot here.
@@ -274,6 +287,9 @@ impl ServerConn {
             }
             if frame.tag() == tag::ERROR_RESPONSE && first_error.is_none() {
                 first_error = Some(ServerError::from_error_body(frame.body(), false));
+            }
+            if let (Some(notices), tag::NOTICE_RESPONSE) = (notices.as_deref_mut(), frame.tag()) {
+                notices.push(frame.clone().into_bytes());
             }
             if let (Some(rows), tag::DATA_ROW) = (rows.as_deref_mut(), frame.tag()) {
                 if let BackendMessage::DataRow(row) = BackendMessage::parse(&frame)? {

@@ -341,6 +341,7 @@ impl ReplyTracker {
                     };
                     self.settle(p, true);
                     self.skipping = false;
+                    self.drop_stray_copy_ends();
                     let quiescent = self.queue.is_empty();
                     return (ServerEvent::Ready { status, quiescent }, fate);
                 }
@@ -407,6 +408,21 @@ impl ReplyTracker {
                     (Some((id, _)), _) => (ServerEvent::StaleSeen(id), fate),
                     _ => (event, fate),
                 }
+            }
+        }
+    }
+
+    /// A CopyDone/CopyFail sent behind a Query or Execute ends the COPY that request may
+    /// start. Once the request is answered without starting one (it failed, or it was no COPY
+    /// IN), nothing is left for the CopyDone/CopyFail to end: PostgreSQL ignores copy messages
+    /// outside COPY mode, so it earns no reply and must not stay owed.
+    fn drop_stray_copy_ends(&mut self) {
+        if self.copy != CopyState::None {
+            return;
+        }
+        while self.queue.front().is_some_and(|p| p.request == Request::CopyEnd) {
+            if let Some(p) = self.queue.pop_front() {
+                self.settle(p, false);
             }
         }
     }
@@ -627,6 +643,46 @@ mod tests {
         assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
         client(&mut t, b"fPS");
         assert_eq!(t.server_sent(b'1', b"").0, ServerEvent::Other);
+        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
+    }
+
+    #[test]
+    fn copy_end_behind_a_refused_copy_is_owed_nothing() {
+        let error = b"SERROR\0VERROR\0C42P01\0Mrelation does not exist\0\0";
+        // Simple query: COPY refused, its CopyDone (or CopyFail) and a pipelined query behind.
+        for end in [b"c", b"f"] {
+            let mut t = ReplyTracker::default();
+            client(&mut t, b"Q");
+            client(&mut t, end);
+            client(&mut t, b"PBES");
+            t.server_sent(b'E', error);
+            assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: false, .. }));
+            for tag in [b'1', b'2', b'D', b'C'] {
+                assert_eq!(t.server_sent(tag, b"").0, ServerEvent::Other, "{}", char::from(tag));
+            }
+            assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
+        }
+        // Alone: the server is quiescent at once.
+        let mut t = ReplyTracker::default();
+        client(&mut t, b"Qc");
+        t.server_sent(b'E', error);
+        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
+        // Extended protocol, CopyDone after the Sync; the Execute fails.
+        let mut t = ReplyTracker::default();
+        client(&mut t, b"PBESc");
+        t.server_sent(b'1', b"");
+        t.server_sent(b'2', b"");
+        t.server_sent(b'E', error);
+        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
+        // The COPY starts: then the CopyDone is its end, and the CommandComplete follows.
+        let mut t = ReplyTracker::default();
+        client(&mut t, b"QcPBES");
+        t.server_sent(b'G', b"");
+        t.server_sent(b'C', b"");
+        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: false, .. }));
+        for tag in [b'1', b'2', b'C'] {
+            assert_eq!(t.server_sent(tag, b"").0, ServerEvent::Other);
+        }
         assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
     }
 

@@ -55,7 +55,7 @@ enum Local {
 }
 
 /// Whether a simple query is a lone transaction-control statement that needs no server yet.
-fn local_answer(analysis: &route::Analysis, sql: &str, begun: bool) -> Option<Local> {
+fn local_answer(analysis: &route::Analysis, sql: &[u8], begun: bool) -> Option<Local> {
     if analysis.is_conservative() || analysis.len() != 1 {
         return None;
     }
@@ -70,8 +70,8 @@ fn local_answer(analysis: &route::Analysis, sql: &str, begun: bool) -> Option<Lo
         (StatementKind::Begin(_), false) => {
             // A lone BEGIN has no constants, so its analysis is its own text's (not a shape's)
             // and the location is in `sql`.
-            let first_word = sql.get(statement.location())?.split_whitespace().next()?;
-            let started = first_word.eq_ignore_ascii_case("START");
+            let text = sql.get(statement.location())?;
+            let started = text.trim_ascii_start().get(..5).is_some_and(|w| w.eq_ignore_ascii_case(b"START"));
             Some(Local::Begin(if started { "START TRANSACTION" } else { "BEGIN" }))
         }
         (StatementKind::Commit { chain: false }, true) => Some(Local::End("COMMIT")),
@@ -269,7 +269,7 @@ impl Session<'_> {
                             statement_mode::opens_transaction(&analysis).then_some(Local::RefuseQuery)
                         }
                         (_, Ok(FrontendMessage::Parse(p))) if statement_mode => {
-                            let analysis = self.app.analyzer.analyze(p.query, &[]);
+                            let analysis = self.app.analyzer.analyze_bytes(p.query, &[]);
                             statement_mode::opens_transaction(&analysis).then_some(Local::RefuseParse)
                         }
                         (_, Ok(FrontendMessage::Query { sql }))

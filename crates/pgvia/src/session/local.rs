@@ -45,7 +45,7 @@ impl Session<'_> {
         let analyzer = &self.app.analyzer;
         let stmt = statements.resolve(p.query, p.param_types, || {
             let oids: Vec<u32> = p.param_types.iter().collect();
-            analyzer.analyze(p.query, &oids)
+            analyzer.analyze_bytes(p.query, &oids)
         });
         if stmt.analysis.is_conservative() {
             statements.release(&stmt);
@@ -72,13 +72,15 @@ impl Session<'_> {
             return false;
         };
         let analysis = self.memo.analyze(&self.app.analyzer, sql);
+        // Text in a client encoding other than UTF-8 was not analysed: no command of these.
+        let Ok(sql) = std::str::from_utf8(sql) else { return false };
         let tag = match SqlStatement::of(sql, &analysis) {
             Some(SqlStatement::Prepare { name, span }) => {
                 if statements.get(name).is_some() {
                     return false;
                 }
                 let key = format!("{SQL_PREPARE_KEY}{}", &sql[span.end..]);
-                let stmt = statements.resolve(&key, Oids::new(&[]), || analysis.clone());
+                let stmt = statements.resolve(key.as_bytes(), Oids::new(&[]), || analysis.clone());
                 if statements.bind_name(name, stmt).is_err() {
                     return false;
                 }

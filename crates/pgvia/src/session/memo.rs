@@ -6,6 +6,8 @@
 //! admits, and it rightly does not admit one-off texts (queries with inline values, as in
 //! `pgbench -M simple`): without this memo each such query was parsed two or three times.
 //! The key is the whole text, compared byte for byte, so a hit is always the same query.
+//! Texts are bytes in the client's encoding; one that is not UTF-8 is not read (see
+//! `route::Analyzer::analyze_bytes`).
 //!
 //! A new text is first looked up by its shape (its constants as parameters, see
 //! `route::Analyzer::analyze_query`), so a stream of one-off texts of a few shapes is parsed
@@ -18,7 +20,7 @@ use route::{Analysis, Analyzer};
 #[derive(Default)]
 pub struct QueryMemo {
     /// The text last analysed; its buffer is reused, so a hot session does not allocate here.
-    text: String,
+    text: Vec<u8>,
     /// Its analysis; `None` until the first query.
     analysis: Option<Arc<Analysis>>,
     /// Where the analyzer writes a text's shape; reused like `text`.
@@ -32,19 +34,22 @@ const MAX_TEXT: usize = 4 * 1024;
 
 impl QueryMemo {
     /// The analysis of a simple query's text (no parameter types).
-    pub fn analyze(&mut self, analyzer: &Analyzer, sql: &str) -> Arc<Analysis> {
+    pub fn analyze(&mut self, analyzer: &Analyzer, sql: &[u8]) -> Arc<Analysis> {
         if let Some(analysis) = &self.analysis {
             if self.text == sql {
                 return analysis.clone();
             }
         }
-        if sql.len() > MAX_TEXT {
-            self.analysis = None;
-            return analyzer.analyze(sql, &[]);
-        }
-        let analysis = analyzer.analyze_query(sql, &mut self.shape);
+        let text = match std::str::from_utf8(sql) {
+            Ok(text) if sql.len() <= MAX_TEXT => text,
+            _ => {
+                self.analysis = None;
+                return analyzer.analyze_bytes(sql, &[]);
+            }
+        };
+        let analysis = analyzer.analyze_query(text, &mut self.shape);
         self.text.clear();
-        self.text.push_str(sql);
+        self.text.extend_from_slice(sql);
         self.analysis = Some(analysis.clone());
         analysis
     }
@@ -58,14 +63,24 @@ mod tests {
     fn same_text_is_analysed_once() {
         let analyzer = Analyzer::new(route::AnalyzerOptions::default()).unwrap();
         let mut memo = QueryMemo::default();
-        let a = memo.analyze(&analyzer, "SELECT 1 FROM t WHERE id = 42");
-        let b = memo.analyze(&analyzer, "SELECT 1 FROM t WHERE id = 42");
+        let a = memo.analyze(&analyzer, b"SELECT 1 FROM t WHERE id = 42");
+        let b = memo.analyze(&analyzer, b"SELECT 1 FROM t WHERE id = 42");
         assert!(Arc::ptr_eq(&a, &b));
-        let c = memo.analyze(&analyzer, "SET search_path = x");
+        let c = memo.analyze(&analyzer, b"SET search_path = x");
         assert!(!Arc::ptr_eq(&a, &c));
         assert!(c.session_effects().next().is_some());
-        let d = memo.analyze(&analyzer, "SELECT 1 FROM t WHERE id = 42");
+        let d = memo.analyze(&analyzer, b"SELECT 1 FROM t WHERE id = 42");
         assert!(!Arc::ptr_eq(&a, &d), "only the last text is kept");
         assert!(d.session_effects().next().is_none());
+    }
+
+    #[test]
+    fn text_in_another_encoding_is_conservative() {
+        let analyzer = Analyzer::new(route::AnalyzerOptions::default()).unwrap();
+        let mut memo = QueryMemo::default();
+        // 'café' in LATIN1.
+        let a = memo.analyze(&analyzer, b"SET application_name = 'caf\xe9'");
+        assert!(a.is_conservative());
+        assert!(a.writes());
     }
 }

@@ -158,9 +158,14 @@ async fn logged_in(
     let group = app.group_for(database, user);
     let pool = group.home();
     let fresh = pool.startup_params().await?;
-    settings::check_at_login(&pool, &identity.settings, config.general.server_reset_timeout).await?;
-    let told = welcome_params(&pool, &fresh, &identity.settings);
+    let report =
+        settings::check_at_login(&pool, &identity.settings, config.general.server_reset_timeout).await?;
+    let told = welcome_params(&pool, &fresh, &report.values);
     let cancel = app.cancels.register();
+    // As PostgreSQL, which raises them while it applies the startup settings.
+    for notice in &report.notices {
+        out.extend_from_slice(notice);
+    }
     for (name, value) in told.iter() {
         build::parameter_status(out, name, value);
     }
@@ -253,7 +258,8 @@ async fn send(stream: &mut ClientStream, out: &mut BytesMut) -> std::io::Result<
 }
 
 /// What to report at login: a fresh server's parameters, with the client's own startup
-/// settings in place of the defaults. A server given later that reports otherwise sends a
+/// settings in place of the defaults, as the server shows them (see
+/// [`settings::check_at_login`]). A server given later that reports otherwise sends a
 /// correcting ParameterStatus, as PostgreSQL may at any time.
 ///
 /// Clients share the map rather than hold a copy each (some fifty allocations, about 3 KiB an

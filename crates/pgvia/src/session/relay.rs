@@ -218,10 +218,18 @@ impl Tracking<'_> {
             }
             (Ok(FrontendMessage::Query { sql }), Some(analysis)) => {
                 fwd.query();
-                let sent = match SqlStatement::of(sql, &analysis) {
-                    Some(SqlStatement::Prepare { name, span }) => fwd.prepare_sql(run, sql, name, span),
-                    Some(SqlStatement::Execute { name, span }) => fwd.execute_sql(run, sql, name, span),
-                    Some(SqlStatement::Deallocate { name }) => fwd.deallocate_sql(run, name),
+                // Text in a client encoding other than UTF-8 was not analysed, so it is no
+                // command pgvia rewrites.
+                let text = std::str::from_utf8(sql).ok();
+                let sql_statement = text.and_then(|t| Some((t, SqlStatement::of(t, &analysis)?)));
+                let sent = match sql_statement {
+                    Some((sql, SqlStatement::Prepare { name, span })) => {
+                        fwd.prepare_sql(run, sql, name, span)
+                    }
+                    Some((sql, SqlStatement::Execute { name, span })) => {
+                        fwd.execute_sql(run, sql, name, span)
+                    }
+                    Some((_, SqlStatement::Deallocate { name })) => fwd.deallocate_sql(run, name),
                     None => {
                         if forgets_statements(&analysis) {
                             fwd.forget_all();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::SessionError;
-use crate::pool::Pool;
+use crate::pool::{Pool, SettingsReport};
 use crate::server::{ServerConn, ServerError};
 
 /// Applies `wanted` on the server in one round trip, skipping settings the server already
@@ -73,25 +73,38 @@ fn set_config_select<'s>(
 }
 
 /// Refuses, at login as PostgreSQL does, startup settings a server would reject (an unknown
-/// parameter, an invalid value). Each is tried once per pool on a pooled server, inside a
-/// transaction that is rolled back, and remembered when accepted.
+/// parameter, an invalid value), and learns what PostgreSQL reports for the accepted ones
+/// (`utf-8` is reported as `UTF8`) and the notices it raises for them (an `application_name`
+/// longer than 63 bytes is truncated). Each set of settings is tried once per pool on a
+/// pooled server, in one `SELECT set_config(name, value, true), ...`: the values it returns
+/// are the server's own spelling, and `is_local` outside a transaction block undoes them when
+/// the statement ends. Accepted sets are remembered, so later logins cost no round trip.
 pub async fn check_at_login(
     pool: &Arc<Pool>,
     wanted: &[(String, String)],
     timeout: Duration,
-) -> Result<(), SessionError> {
-    let unchecked = pool.unchecked_settings(wanted);
-    let calls = unchecked.iter().map(|(k, v)| (k.as_str(), Some(v.as_str())));
-    let Some(select) = set_config_select(calls, true) else { return Ok(()) };
+) -> Result<Arc<SettingsReport>, SessionError> {
+    if let Some(report) = pool.settings_report(wanted) {
+        return Ok(report);
+    }
+    let calls = wanted.iter().map(|(k, v)| (k.as_str(), Some(v.as_str())));
+    let Some(select) = set_config_select(calls, true) else { return Ok(Arc::default()) };
     let mut checkout = pool.checkout().await?;
-    let result = checkout.conn().run_internal(&["BEGIN", &select, "ROLLBACK"], timeout).await;
+    let result = checkout.conn().query_rows_noticed(&select, timeout).await;
     // The check leaves the server as it found it (in transaction mode possibly carrying an
     // earlier client's settings, which pgvia tracks), so it goes back as it came.
     checkout.give_back_idle();
     match result {
-        Ok(()) => {
-            pool.remember_accepted(&unchecked);
-            Ok(())
+        Ok((rows, notices)) => {
+            let shown = rows.into_iter().next().unwrap_or_default();
+            let values = wanted
+                .iter()
+                .zip(shown)
+                .filter_map(|((name, _), value)| Some((name.clone(), value?)))
+                .collect();
+            let report = Arc::new(SettingsReport { values, notices });
+            pool.remember_settings_report(wanted, report.clone());
+            Ok(report)
         }
         Err(ServerError::Query { code, message }) => Err(SessionError::ServerRefused { code, message }),
         Err(e) => Err(e.into()),

@@ -113,7 +113,7 @@ pub fn bind(portal: &str, statement: &str, params: &[Option<&str>]) -> Vec<u8> {
     cstr(&mut b, portal);
     cstr(&mut b, statement);
     b.put_i16(0);
-    b.put_i16(i16::try_from(params.len()).expect("few params"));
+    b.put_u16(u16::try_from(params.len()).expect("at most 65,535 params"));
     for p in params {
         match p {
             Some(v) => {
@@ -132,7 +132,7 @@ pub fn parse_typed(name: &str, sql: &str, types: &[u32]) -> Vec<u8> {
     let mut b = Vec::new();
     cstr(&mut b, name);
     cstr(&mut b, sql);
-    b.put_i16(i16::try_from(types.len()).expect("few types"));
+    b.put_u16(u16::try_from(types.len()).expect("at most 65,535 types"));
     for t in types {
         b.put_u32(*t);
     }
@@ -186,6 +186,8 @@ pub struct RawConn {
     pub auth_requests: Vec<i32>,
     /// The ParameterStatus messages received during login.
     pub login_messages: Vec<Msg>,
+    /// The NoticeResponse messages received during login.
+    pub login_notices: Vec<Msg>,
 }
 
 /// Why a login did not reach ReadyForQuery.
@@ -216,6 +218,7 @@ impl RawConn {
             key: None,
             auth_requests: Vec::new(),
             login_messages: Vec::new(),
+            login_notices: Vec::new(),
         })
     }
 
@@ -254,7 +257,8 @@ impl RawConn {
                 }
                 b'Z' => return Ok(conn),
                 b'S' => conn.login_messages.push(msg),
-                b'N' | b'v' => {}
+                b'N' => conn.login_notices.push(msg),
+                b'v' => {}
                 b'R' => {
                     let mut b = &msg.body[..];
                     let code = b.get_i32();
