@@ -10,6 +10,13 @@ out=$(./scripts/demo 2>&1) || { echo "$out"; echo "demo-check: ./scripts/demo fa
 echo "$out" | tail -n 20
 grep -q '^number of failed transactions: 0 ' <<<"$out" || { echo "demo-check: pgbench through pgvia reported failures"; exit 1; }
 grep -q 'psql postgres://demo:demo@127.0.0.1:6432/demo' <<<"$out" || { echo "demo-check: no connection hint printed"; exit 1; }
+# Pooling: more clients than servers, every one of them served.
+served=$(grep -E '^[0-9]+ clients logged in to pgvia are served by [0-9]+ PostgreSQL connections' <<<"$out") \
+    || { echo "demo-check: no pooling summary printed"; exit 1; }
+clients=$(awk '{ print $1 }' <<<"$served")
+backends=$(awk '{ print $10 }' <<<"$served")
+((clients > backends && backends <= 4)) || { echo "demo-check: expected many clients over at most 4 servers, got: $served"; exit 1; }
+grep -q 'query mode: prepared' <<<"$out" || { echo "demo-check: pgbench did not run with -M prepared"; exit 1; }
 rows=$(psql postgres://demo:demo@127.0.0.1:6432/demo -XAtc 'select count(*) from pgbench_accounts')
 [[ $rows == 100000 ]] || { echo "demo-check: expected 100000 pgbench_accounts rows through pgvia, got $rows"; exit 1; }
 version=$(PGPASSWORD=admin psql -h 127.0.0.1 -p 6432 -U admin pgvia -XAtc 'SHOW VERSION')
