@@ -69,7 +69,10 @@ impl AsyncWrite for ClientStream {
 }
 
 /// Socket options every connection gets, client or server side: no Nagle delay (the relay
-/// already batches), and keepalive so a vanished peer is noticed.
+/// already batches), and keepalive so a vanished peer is noticed. No `TCP_USER_TIMEOUT`: on
+/// a client socket it would also close a client that merely pauses reading a large result
+/// (its zero window counts as unacknowledged data); what a client that stops reading can
+/// hold is bounded by the session's time limits and the 1 s limit on its last words instead.
 pub fn tune(stream: &TcpStream) {
     let _ = stream.set_nodelay(true);
     let sock = socket2::SockRef::from(stream);

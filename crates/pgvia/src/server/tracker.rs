@@ -156,10 +156,40 @@ pub enum Fate {
     Replace(Bytes),
 }
 
+/// Whether extended-protocol messages reached the server since the last Sync (or Query).
+/// PostgreSQL runs them in an implicit transaction that only a Sync ends, even once every
+/// reply has arrived; a client that leaves inside one must have it rolled back, never
+/// committed by a Sync pgvia sends for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batch {
+    Closed,
+    Open,
+}
+
+impl Batch {
+    /// The batch after the server takes `request` in (not while it skips to a Sync).
+    fn after(self, request: Request) -> Batch {
+        match request {
+            Request::Sync | Request::Query | Request::FunctionCall | Request::AnsweredCommand(_) => {
+                Batch::Closed
+            }
+            Request::Parse
+            | Request::Bind
+            | Request::DescribeStatement { .. }
+            | Request::DescribePortal
+            | Request::Execute
+            | Request::Close => Batch::Open,
+            // pgvia answers these itself, and a CopyDone/CopyFail ends a COPY, not the batch.
+            Request::Answered(_) | Request::CopyEnd => self,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct ReplyTracker {
     queue: VecDeque<Pending>,
     tx: TransactionStatus,
+    batch: Batch,
     copy: CopyState,
     /// The server entered COPY IN from a query whose Sync was already sent; PostgreSQL ignores
     /// Syncs during COPY IN, so the client's Syncs until its CopyDone/CopyFail owe nothing.
@@ -176,6 +206,7 @@ impl Default for ReplyTracker {
         Self {
             queue: VecDeque::with_capacity(16),
             tx: TransactionStatus::Idle,
+            batch: Batch::Closed,
             copy: CopyState::None,
             syncs_ignored_until_copy_end: false,
             skipping: false,
@@ -196,6 +227,7 @@ impl ReplyTracker {
     /// Records a request with its reply handling and effects. Requests the server will
     /// discard (after an error, until Sync) are settled as skipped at once.
     pub fn push(&mut self, pending: Pending) {
+        self.note_batch(pending.request);
         match pending.request {
             Request::Sync if self.syncs_ignored_until_copy_end => return,
             Request::CopyEnd if self.syncs_ignored_until_copy_end => {
@@ -219,6 +251,24 @@ impl ReplyTracker {
             _ => {}
         }
         self.queue.push_back(pending);
+    }
+
+    /// Follows the implicit transaction of unsynced extended-protocol messages. Messages the
+    /// server ignores (anything but Sync while it skips after an error, a Sync during COPY IN)
+    /// change nothing.
+    fn note_batch(&mut self, request: Request) {
+        let ignored = match request {
+            Request::Sync => self.syncs_ignored_until_copy_end,
+            _ => self.skipping,
+        };
+        if !ignored {
+            self.batch = self.batch.after(request);
+        }
+    }
+
+    /// Whether extended-protocol messages the server took in are not yet closed by a Sync.
+    pub fn batch(&self) -> Batch {
+        self.batch
     }
 
     /// Whether the server is discarding messages until a Sync (so requests sent now do
@@ -476,16 +526,21 @@ impl ReplyTracker {
     }
 
     /// Whether a Sync is needed to close an extended-protocol exchange the client left open
-    /// (a message other than Sync or Query last, or the server skipping until a Sync).
+    /// (an unsynced batch, even one whose replies all arrived, or the server skipping until
+    /// a Sync).
     pub fn needs_sync(&self) -> bool {
-        self.skipping || self.queue.back().is_some_and(|p| !p.request.answered_by_ready())
+        self.skipping
+            || self.batch == Batch::Open
+            || self.queue.back().is_some_and(|p| !p.request.answered_by_ready())
     }
 
-    /// Nothing owed, no COPY, no transaction: the server can serve anyone.
+    /// Nothing owed, no COPY, no transaction (an unsynced batch is one): the server can serve
+    /// anyone.
     pub fn is_quiescent(&self) -> bool {
         self.queue.is_empty()
             && self.copy == CopyState::None
             && self.tx == TransactionStatus::Idle
+            && self.batch == Batch::Closed
             && !self.skipping
     }
 
@@ -528,6 +583,9 @@ impl ReplyTracker {
     /// Bind queued now starts an exchange that can safely be sent again.
     pub fn at_idle_boundary(&self) -> bool {
         self.tx == TransactionStatus::Idle
+            // Behind unsynced messages, a retry would lose their part of the implicit
+            // transaction, which the failure rolled back.
+            && self.batch == Batch::Closed
             && !self.skipping
             && self.copy == CopyState::None
             && self
@@ -631,6 +689,30 @@ mod tests {
         }
         assert!(!t.has_pending());
         assert_eq!(ready(&mut t, b'I'), ServerEvent::Desync);
+    }
+
+    #[test]
+    fn an_unsynced_batch_stays_open_until_its_sync() {
+        let mut t = ReplyTracker::default();
+        client(&mut t, b"PBEH");
+        for tag in [b'1', b'2', b'C'] {
+            t.server_sent(tag, b"");
+        }
+        // Every reply is in, but the implicit transaction is not over.
+        assert_eq!(t.batch(), Batch::Open);
+        assert!(t.needs_sync() && !t.is_quiescent() && !t.at_idle_boundary());
+        // A Query the server skips after an error does not close it; the Sync does.
+        client(&mut t, b"B");
+        t.server_sent(b'E', b"SERROR\0VERROR\0C26000\0Mno such statement\0\0");
+        client(&mut t, b"Q");
+        assert_eq!(t.batch(), Batch::Open);
+        client(&mut t, b"S");
+        assert_eq!(t.batch(), Batch::Closed);
+        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
+        assert!(t.is_quiescent() && t.at_idle_boundary());
+        // A simple query ends the batch as PostgreSQL's own commit of it does.
+        client(&mut t, b"PBEQ");
+        assert_eq!(t.batch(), Batch::Closed);
     }
 
     #[test]

@@ -124,10 +124,21 @@ pub struct Session<'a> {
 impl Session<'_> {
     /// Serves the client until it leaves, fails, or shutdown ends it. The client's last
     /// message (why it was closed), if any, is left in `out`; the server is still held, for
-    /// [`Session::release_server`]. Returns why the session ended, for the log.
+    /// [`release`]. Returns why the session ended, for the log.
     pub async fn run(&mut self, out: &mut BytesMut) -> String {
         let end = self.serve().await;
         self.cancel.slot.set(None);
+        let ended_by_pgvia = match &end {
+            RelayEnd::Shutdown => true,
+            RelayEnd::Error(SessionError::Refused { code, .. }) => {
+                *code == SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT
+                    || *code == SqlState::IDLE_SESSION_TIMEOUT
+            }
+            _ => false,
+        };
+        if ended_by_pgvia {
+            self.interrupt_server();
+        }
         match end {
             RelayEnd::ClientDone => "client closed the connection".to_owned(),
             RelayEnd::Error(e) => {
@@ -155,23 +166,52 @@ impl Session<'_> {
         }
     }
 
-    /// Gives the server back: reset and pooled if it can be made clean, closed otherwise.
-    pub async fn release_server(&mut self) {
-        let Some(checkout) = self.server.take() else { return };
-        if checkout.conn_ref().broken {
-            drop(checkout);
-        } else {
-            let config = self.app.config();
-            // Boxed: the reset's state would otherwise be part of every session's future, and
-            // so of every idle client's memory, for a step taken once at the end.
-            let general = &config.general;
-            let unsent = &self.bufs.to_server;
-            Box::pin(checkout.release(unsent, &general.server_reset_query, general.server_reset_timeout))
-                .await;
+    /// A kill, shutdown or time limit ends the session while the server still works for it
+    /// (a long statement, or a large result the client stopped reading): that work is
+    /// cancelled, as PostgreSQL's own termination of a backend would abort it, so the reset
+    /// does not wait it out and the server, its locks and its pool slot are freed at once.
+    /// The reset waits for the cancel to land before it sends anything. A client that left
+    /// by itself (or sent something invalid) is not interrupted: a direct server would finish
+    /// what it had been sent.
+    fn interrupt_server(&mut self) {
+        let Some(checkout) = self.server.as_mut() else { return };
+        let conn = checkout.conn();
+        if conn.broken || !conn.tracker.has_pending() {
+            return;
         }
-        self.bufs.to_server.clear();
+        // Counted in flight now, so the reset cannot overtake it.
+        let cancel = crate::cancel::ArmedCancel::for_held_server(conn.cancel_target());
+        let timeout = self.pool.settings.connect_timeout;
+        tokio::spawn(async move {
+            if let Err(e) = crate::cancel::forward(cancel, timeout).await {
+                tracing::warn!(error = %e, "could not cancel the work of a client pgvia ended");
+            }
+        });
     }
 
+    /// Takes what [`release`] needs, so the session's last words to its client can be
+    /// written while the server is reset.
+    pub fn take_server(&mut self) -> (Option<Checkout>, BytesMut) {
+        (self.server.take(), std::mem::take(&mut self.bufs.to_server))
+    }
+}
+
+/// Gives a session's server back: reset and pooled if it can be made clean, closed
+/// otherwise. `unsent` holds client frames counted by the tracker but not yet written.
+pub async fn release(app: &App, checkout: Option<Checkout>, unsent: &[u8]) {
+    let Some(checkout) = checkout else { return };
+    if checkout.conn_ref().broken {
+        drop(checkout);
+        return;
+    }
+    let config = app.config();
+    // Boxed: the reset's state would otherwise be part of every session's future, and so of
+    // every idle client's memory, for a step taken once at the end.
+    let general = &config.general;
+    Box::pin(checkout.release(unsent, &general.server_reset_query, general.server_reset_timeout)).await;
+}
+
+impl Session<'_> {
     async fn serve(&mut self) -> RelayEnd {
         let release_when_quiescent = self.pool.settings.pool_mode != PoolMode::Session;
         loop {

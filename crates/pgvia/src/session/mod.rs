@@ -43,6 +43,10 @@ use crate::server::ServerParams;
 /// `authentication_timeout` default.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long the last write to a client that is being closed may take. Its socket's buffers
+/// take a few frames at once; one that cannot is not reading, and gets nothing more.
+const LAST_WORDS: Duration = Duration::from_secs(1);
+
 /// Serves one client connection to the end. Never panics on client input; logs why it ended.
 pub async fn serve(app: Arc<App>, tcp: TcpStream, peer: SocketAddr) {
     crate::net::stream::tune(&tcp);
@@ -78,10 +82,9 @@ async fn run(app: &App, tcp: TcpStream, ends: Endpoints) -> Result<(), SessionEr
     if let Err(e) = &result {
         e.write_fatal(&mut out);
     }
-    if !out.is_empty() {
-        let _ = send(&mut stream, &mut out).await;
-    }
-    let _ = stream.shutdown().await;
+    last_words(&mut stream, &mut out).await;
+    // A TLS close_notify is a write too.
+    let _ = tokio::time::timeout(LAST_WORDS, stream.shutdown()).await;
     result
 }
 
@@ -225,12 +228,11 @@ async fn logged_in(
     let reason = crate::clients::CURRENT
         .scope(info.clone(), async {
             let reason = session.run(out).await;
-            // The client hears why it was closed before the server is reset, which may take
-            // a round trip or two.
-            if !out.is_empty() {
-                let _ = send(session.client, out).await;
-            }
-            session.release_server().await;
+            // The server is reset (or closed) while the client hears why it was closed, not
+            // after: a client that stopped reading must not keep the server, its locks and
+            // its pool slot, and the client need not wait for the reset's round trips.
+            let (checkout, unsent) = session.take_server();
+            tokio::join!(client::release(app, checkout, &unsent), last_words(session.client, out));
             reason
         })
         .await;
@@ -247,6 +249,14 @@ async fn logged_in(
         );
     }
     Ok(())
+}
+
+/// Sends the client's last message (why it is closed), if any, giving up after
+/// [`LAST_WORDS`]: a client that does not read must not hold its session open.
+async fn last_words(stream: &mut ClientStream, out: &mut BytesMut) {
+    if !out.is_empty() {
+        let _ = tokio::time::timeout(LAST_WORDS, send(stream, out)).await;
+    }
 }
 
 /// Writes and flushes everything in `out` (TLS may otherwise keep the tail), then clears it.

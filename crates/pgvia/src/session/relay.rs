@@ -615,7 +615,10 @@ pub async fn relay(
         {
             return RelayEnd::Shutdown;
         }
-        timers.enter(Wait::holding(server));
+        // Replies the client does not read stop the server's too (HIGH_WATER): then the
+        // session waits on the client, whose idle limits apply.
+        let client_stalled = bufs.to_client.len() >= HIGH_WATER;
+        timers.enter(Wait::holding(server, client_stalled));
         ensure_room(&mut server.read_buf, RELAY_READ);
         ensure_room(&mut bufs.from_client, RELAY_READ);
         // Borrow the socket halves and the server's fields separately so one select can wait
@@ -708,6 +711,10 @@ pub async fn relay(
                 match r {
                     Ok(n) => bufs.to_client.advance(n),
                     Err(_) => return RelayEnd::ClientDone,
+                }
+                if client_stalled {
+                    // A client reading slowly is not idle.
+                    timers.restart();
                 }
                 // TLS may hold the last records inside the session until flushed; for plain
                 // TCP this is free.

@@ -16,6 +16,7 @@ use wire::sqlstate::SqlState;
 
 use super::error::SessionError;
 use crate::config::PoolSettings;
+use crate::server::tracker::Batch;
 use crate::server::ServerConn;
 
 /// What the session is waiting for, and so which limit applies.
@@ -33,14 +34,20 @@ pub enum Wait {
 
 impl Wait {
     /// The wait of a session holding `server`: on the server while it owes replies, else on
-    /// the client, in or out of a transaction.
-    pub fn holding(server: &ServerConn) -> Wait {
-        if server.tracker.has_pending() {
-            Wait::Server
-        } else if server.tracker.transaction_status() == TransactionStatus::Idle {
-            Wait::ClientIdle
-        } else {
-            Wait::IdleInTransaction
+    /// the client, in or out of a transaction. Extended-protocol messages not yet closed by a
+    /// Sync are a transaction (PostgreSQL's implicit one, which holds its locks until the
+    /// Sync). `client_stalled`: replies wait for a client that does not read them, so the
+    /// server, which cannot send more, waits on the client too; mid-statement, that is
+    /// inside a transaction.
+    pub fn holding(server: &ServerConn, client_stalled: bool) -> Wait {
+        let tracker = &server.tracker;
+        let in_transaction =
+            tracker.transaction_status() != TransactionStatus::Idle || tracker.batch() == Batch::Open;
+        match (client_stalled, tracker.has_pending()) {
+            (true, true) => Wait::IdleInTransaction,
+            (false, true) => Wait::Server,
+            (_, false) if in_transaction => Wait::IdleInTransaction,
+            (_, false) => Wait::ClientIdle,
         }
     }
 }
