@@ -1,0 +1,207 @@
+//! How a sharded table maps a key to a shard: PostgreSQL's hash partitioning, an explicit list
+//! of values, or ranges. A key that no rule covers is an error naming the value, never a silent
+//! broadcast.
+
+use std::ops::Bound;
+
+use crate::hash::partition_of;
+use crate::value::{KeyType, Value};
+
+/// A shard's position in the database's ordered list of shards.
+pub type ShardId = usize;
+
+/// One range of a range-sharded table: `[lower, upper)`, either end open when `None`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeRule {
+    pub lower: Option<Value>,
+    pub upper: Option<Value>,
+    pub shard: ShardId,
+}
+
+/// The sharding function of one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShardFunction {
+    /// PostgreSQL's `PARTITION BY HASH` with modulus = the shard count.
+    Hash { shards: usize },
+    /// Each listed value to its shard; anything else to `default`, or an error without one.
+    List { values: Vec<(Value, ShardId)>, default: Option<ShardId> },
+    /// Non-overlapping ranges (validated when built), sorted by lower bound.
+    Range { ranges: Vec<RangeRule> },
+}
+
+/// Why a key has no shard, or a function cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardError {
+    #[error("no shard is listed for value {0}")]
+    NotListed(String),
+    #[error("value {0} falls in no configured range")]
+    NoRange(String),
+    #[error("ranges for shards {0} and {1} overlap")]
+    Overlap(ShardId, ShardId),
+    #[error("a range's lower bound must be below its upper bound (shard {0})")]
+    EmptyRange(ShardId),
+    #[error("shard {shard} does not exist (there are {count})")]
+    NoSuchShard { shard: ShardId, count: usize },
+    #[error("hash sharding is not defined for type {0}")]
+    Unhashable(KeyType),
+    #[error("a sharded table needs at least one shard")]
+    NoShards,
+}
+
+impl ShardFunction {
+    /// A range function, its ranges sorted and checked against each other and the shard count.
+    pub fn range(mut ranges: Vec<RangeRule>, shard_count: usize) -> Result<ShardFunction, ShardError> {
+        for r in &ranges {
+            if r.shard >= shard_count {
+                return Err(ShardError::NoSuchShard { shard: r.shard, count: shard_count });
+            }
+            if let (Some(lo), Some(hi)) = (&r.lower, &r.upper) {
+                if lo >= hi {
+                    return Err(ShardError::EmptyRange(r.shard));
+                }
+            }
+        }
+        // An open lower bound sorts first (`None < Some`).
+        ranges.sort_by(|a, b| a.lower.cmp(&b.lower));
+        for pair in ranges.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            let overlaps = match (&a.upper, &b.lower) {
+                (None, _) | (_, None) => true,
+                (Some(hi), Some(lo)) => hi > lo,
+            };
+            if overlaps {
+                return Err(ShardError::Overlap(a.shard, b.shard));
+            }
+        }
+        Ok(ShardFunction::Range { ranges })
+    }
+
+    /// The shard that holds rows with this key.
+    pub fn shard_of(&self, key: &Value) -> Result<ShardId, ShardError> {
+        match self {
+            ShardFunction::Hash { shards } => {
+                if *shards == 0 {
+                    return Err(ShardError::NoShards);
+                }
+                Ok(partition_of(key, *shards as u64) as ShardId)
+            }
+            ShardFunction::List { values, default } => values
+                .iter()
+                .find(|(v, _)| v == key)
+                .map(|(_, s)| *s)
+                .or(*default)
+                .ok_or_else(|| ShardError::NotListed(describe(key))),
+            ShardFunction::Range { ranges } => ranges
+                .iter()
+                .find(|r| contains(r, key))
+                .map(|r| r.shard)
+                .ok_or_else(|| ShardError::NoRange(describe(key))),
+        }
+    }
+
+    /// Every shard that can hold a key between `lower` and `upper`: for a range function the
+    /// ranges that meet the interval, for the others every shard (hash and list order nothing).
+    pub fn shards_between(
+        &self,
+        lower: Bound<&Value>,
+        upper: Bound<&Value>,
+        shard_count: usize,
+    ) -> Vec<ShardId> {
+        match self {
+            ShardFunction::Range { ranges } => {
+                let mut out: Vec<ShardId> =
+                    ranges.iter().filter(|r| meets(r, lower, upper)).map(|r| r.shard).collect();
+                out.sort_unstable();
+                out.dedup();
+                out
+            }
+            _ => (0..shard_count).collect(),
+        }
+    }
+}
+
+fn contains(r: &RangeRule, key: &Value) -> bool {
+    r.lower.as_ref().is_none_or(|lo| key >= lo) && r.upper.as_ref().is_none_or(|hi| key < hi)
+}
+
+/// Whether `[r.lower, r.upper)` meets the interval given by two bounds.
+fn meets(r: &RangeRule, lower: Bound<&Value>, upper: Bound<&Value>) -> bool {
+    let above_lower = match (lower, &r.upper) {
+        (Bound::Unbounded, _) | (_, None) => true,
+        (Bound::Included(lo) | Bound::Excluded(lo), Some(hi)) => lo < hi,
+    };
+    let below_upper = match (upper, &r.lower) {
+        (Bound::Unbounded, _) | (_, None) => true,
+        (Bound::Included(hi), Some(lo)) => hi >= lo,
+        (Bound::Excluded(hi), Some(lo)) => hi > lo,
+    };
+    above_lower && below_upper
+}
+
+/// A value as a user would write it, for error messages.
+fn describe(key: &Value) -> String {
+    match key {
+        Value::Int(v) => v.to_string(),
+        Value::Text(b) => format!("'{}'", String::from_utf8_lossy(b)),
+        Value::Uuid(u) => u.iter().map(|b| format!("{b:02x}")).collect(),
+        Value::Date(d) => format!("date {d} days from 2000-01-01"),
+        Value::Timestamp(t) => format!("timestamp {t} µs from 2000-01-01"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(v: i64) -> Value {
+        Value::Int(v)
+    }
+
+    fn rule(lower: Option<i64>, upper: Option<i64>, shard: ShardId) -> RangeRule {
+        RangeRule { lower: lower.map(int), upper: upper.map(int), shard }
+    }
+
+    #[test]
+    fn ranges_route_and_refuse_what_they_do_not_cover() {
+        let f = ShardFunction::range(
+            vec![rule(Some(100), Some(200), 1), rule(None, Some(100), 0), rule(Some(300), None, 2)],
+            3,
+        )
+        .expect("valid");
+        assert_eq!(f.shard_of(&int(-5)), Ok(0));
+        assert_eq!(f.shard_of(&int(100)), Ok(1));
+        assert_eq!(f.shard_of(&int(199)), Ok(1));
+        assert_eq!(f.shard_of(&int(250)), Err(ShardError::NoRange("250".into())));
+        assert_eq!(f.shard_of(&int(i64::MAX)), Ok(2));
+        assert_eq!(f.shards_between(Bound::Included(&int(150)), Bound::Excluded(&int(301)), 3), [1, 2]);
+        assert_eq!(f.shards_between(Bound::Included(&int(150)), Bound::Excluded(&int(300)), 3), [1]);
+        assert_eq!(f.shards_between(Bound::Unbounded, Bound::Included(&int(100)), 3), [0, 1]);
+        assert_eq!(f.shards_between(Bound::Excluded(&int(199)), Bound::Unbounded, 3), [1, 2]);
+    }
+
+    #[test]
+    fn overlapping_or_empty_ranges_are_refused() {
+        assert_eq!(
+            ShardFunction::range(vec![rule(None, Some(10), 0), rule(Some(5), None, 1)], 2),
+            Err(ShardError::Overlap(0, 1))
+        );
+        assert_eq!(ShardFunction::range(vec![rule(Some(5), Some(5), 0)], 1), Err(ShardError::EmptyRange(0)));
+        assert_eq!(
+            ShardFunction::range(vec![rule(None, None, 3)], 2),
+            Err(ShardError::NoSuchShard { shard: 3, count: 2 })
+        );
+    }
+
+    #[test]
+    fn lists_with_and_without_a_default() {
+        let values = vec![(Value::Text(b"eu"[..].into()), 0), (Value::Text(b"us"[..].into()), 1)];
+        let strict = ShardFunction::List { values: values.clone(), default: None };
+        assert_eq!(strict.shard_of(&Value::Text(b"us"[..].into())), Ok(1));
+        assert_eq!(
+            strict.shard_of(&Value::Text(b"apac"[..].into())),
+            Err(ShardError::NotListed("'apac'".into()))
+        );
+        let lenient = ShardFunction::List { values, default: Some(1) };
+        assert_eq!(lenient.shard_of(&Value::Text(b"apac"[..].into())), Ok(1));
+    }
+}
