@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use thiserror::Error;
@@ -296,6 +296,48 @@ impl App {
             .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
+    /// Closes the pools of databases reached through the `*` entry that no client has used
+    /// for `fallback_idle_timeout`, so databases that come and go (one per test run, per
+    /// tenant) do not accumulate pools. `idle_since` is the caller's memory between calls of
+    /// when each such database was first seen without clients.
+    pub fn retire_idle_fallback_pools(
+        &self,
+        idle_since: &mut HashMap<String, Instant>,
+        now: Instant,
+    ) -> Vec<String> {
+        let config = self.config();
+        let timeout = config.general.fallback_idle_timeout;
+        let mut fallback: Vec<Arc<Pool>> =
+            self.pools.all().into_iter().filter(|p| config.is_fallback_database(&p.key.database)).collect();
+        idle_since.retain(|name, _| fallback.iter().any(|p| &p.key.database == name));
+        // Under the lock a login takes its database slot with, so a client that logs in now
+        // either is counted here or finds no pool and makes a new one.
+        let mut counts = self.db_clients.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut retired = Vec::new();
+        fallback.sort_by(|a, b| a.key.database.cmp(&b.key.database));
+        for pool in fallback {
+            let name = &pool.key.database;
+            if counts.get(name).is_some_and(|c| c.load(Ordering::Relaxed) > 0) {
+                idle_since.remove(name);
+                continue;
+            }
+            let since = *idle_since.entry(name.clone()).or_insert(now);
+            if now.duration_since(since) < timeout {
+                continue;
+            }
+            self.pools.remove(&pool.key);
+            pool.retire();
+            counts.remove(name);
+            if retired.last() != Some(name) {
+                retired.push(name.clone());
+            }
+        }
+        for name in &retired {
+            idle_since.remove(name);
+        }
+        retired
+    }
+
     /// Counts a client against the process limit (`db = None`) or a database's limit.
     pub fn client_slot(&self, db: Option<&str>) -> Result<ClientSlot<'_>, SessionError> {
         let config = self.config();
@@ -306,7 +348,7 @@ impl App {
                 None,
             ),
             Some(name) => {
-                let Some(database) = config.database(name) else {
+                let Some(database) = config.database_for_client(name) else {
                     return Err(SessionError::refused(
                         SqlState::INVALID_CATALOG_NAME,
                         format!("database \"{name}\" does not exist"),

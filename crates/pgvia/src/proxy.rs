@@ -71,6 +71,7 @@ impl Proxy {
         let Proxy { app, listener, metrics } = self;
         tokio::pin!(stop);
         let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
+        let fallback_sweeper = tokio::spawn(retire_idle_fallback_pools(Arc::downgrade(&app)));
         let metrics = metrics.map(|l| tokio::spawn(crate::metrics::serve(l, app.clone())));
         loop {
             tokio::select! {
@@ -106,11 +107,28 @@ impl Proxy {
         }
         app.pools.close_all();
         sampler.abort();
+        fallback_sweeper.abort();
         if let Some(m) = metrics {
             m.abort();
         }
         app.notify.close_all();
         tracing::info!("pgvia stopped");
+    }
+}
+
+/// Closes the pools of `*`-entry databases no client has used for `fallback_idle_timeout`,
+/// checking a few times per timeout (at most every 30 s, at least every 100 ms).
+async fn retire_idle_fallback_pools(app: std::sync::Weak<App>) {
+    let mut idle_since = std::collections::HashMap::new();
+    loop {
+        let Some(period) = app.upgrade().map(|a| a.config().general.fallback_idle_timeout / 4) else {
+            return;
+        };
+        tokio::time::sleep(period.clamp(Duration::from_millis(100), Duration::from_secs(30))).await;
+        let Some(app) = app.upgrade() else { return };
+        for name in app.retire_idle_fallback_pools(&mut idle_since, std::time::Instant::now()) {
+            tracing::info!(database = %name, "closed the pools of a database reached through \"*\": unused for fallback_idle_timeout");
+        }
     }
 }
 

@@ -68,7 +68,8 @@ pub fn apply(app: &App, new: Config) -> Result<ReloadSummary, ReloadError> {
     app.all_hosts();
     let config = app.config();
     for pool in app.pools.all() {
-        let db = config.database(&pool.key.database);
+        let db = config.database_for_client(&pool.key.database);
+        let db = db.as_deref();
         let user = config.user(&pool.key.user);
         // The server this pool was made for, if the database still lists it at that place.
         let addr = db.zip(user).and_then(|(db, user)| {

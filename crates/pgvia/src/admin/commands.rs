@@ -18,7 +18,7 @@ const POLL: Duration = Duration::from_millis(10);
 pub async fn run(app: &App, me: &ClientInfo, verb: &str, arg: Option<&str>) -> Result<Reply, AdminError> {
     let takes_database = matches!(verb, "PAUSE" | "RESUME" | "RECONNECT" | "KILL" | "WAIT_CLOSE");
     if let Some(db) = arg.filter(|_| takes_database) {
-        if app.config().database(db).is_none() {
+        if app.config().database_for_client(db).is_none() {
             return Err(AdminError::new(SqlState::INVALID_CATALOG_NAME, format!("no such database: {db}")));
         }
     }

@@ -367,6 +367,7 @@ fn config_rows(c: &Config) -> Vec<(String, String, String, bool)> {
         ),
         ("log_connections", g.log_connections.to_string(), d.log_connections.to_string(), true),
         ("slow_query_threshold", dur(g.slow_query_threshold), dur(d.slow_query_threshold), true),
+        ("fallback_idle_timeout", dur(g.fallback_idle_timeout), dur(d.fallback_idle_timeout), true),
         ("metrics_listen", opt(&g.metrics_listen), opt(&d.metrics_listen), false),
         ("pool.pool_mode", p.pool_mode.to_string(), pd.pool_mode.to_string(), true),
         ("pool.pool_size", p.pool_size.to_string(), pd.pool_size.to_string(), true),

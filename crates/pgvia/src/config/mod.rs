@@ -28,6 +28,9 @@ pub use values::parse_duration;
 /// Databases that reach the admin console instead of a server.
 pub const ADMIN_DATABASES: [&str; 2] = ["pgvia", "pgbouncer"];
 
+/// The name of the fallback `[[databases]]` entry, which serves every database not listed.
+pub const FALLBACK_DATABASE: &str = "*";
+
 impl Config {
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -67,6 +70,29 @@ impl Config {
     /// The `[[databases]]` entry clients call `name`.
     pub fn database(&self, name: &str) -> Option<&Database> {
         self.databases.iter().find(|d| d.name == name)
+    }
+
+    /// The database a client asking for `name` gets: its own `[[databases]]` entry, or else
+    /// the fallback entry (`name = "*"`) with `name` as both the database's name and its real
+    /// name on the server. A client cannot ask for the fallback entry itself.
+    pub fn database_for_client(&self, name: &str) -> Option<std::borrow::Cow<'_, Database>> {
+        if name == FALLBACK_DATABASE {
+            return None;
+        }
+        if let Some(db) = self.database(name) {
+            return Some(std::borrow::Cow::Borrowed(db));
+        }
+        let mut db = self.database(FALLBACK_DATABASE)?.clone();
+        db.name = name.to_owned();
+        db.dbname = Some(name.to_owned());
+        Some(std::borrow::Cow::Owned(db))
+    }
+
+    /// Whether `name` is served only through the fallback entry (no entry of its own).
+    pub fn is_fallback_database(&self, name: &str) -> bool {
+        name != FALLBACK_DATABASE
+            && self.database(name).is_none()
+            && self.database(FALLBACK_DATABASE).is_some()
     }
 
     /// Whether `name` is one of the admin console's virtual databases.

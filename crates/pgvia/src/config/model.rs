@@ -140,6 +140,10 @@ pub struct General {
     /// `"0s"`: off.
     #[serde(deserialize_with = "values::duration")]
     pub slow_query_threshold: Duration,
+    /// Pools of a database reached through the `*` entry are closed once no client has used
+    /// that database for this long. Default `"1h"`.
+    #[serde(deserialize_with = "values::duration")]
+    pub fallback_idle_timeout: Duration,
 }
 
 /// How log lines are written.
@@ -172,6 +176,7 @@ impl Default for General {
             log_format: LogFormat::Text,
             log_connections: true,
             slow_query_threshold: Duration::ZERO,
+            fallback_idle_timeout: Duration::from_secs(3600),
         }
     }
 }

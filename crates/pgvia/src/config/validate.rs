@@ -128,6 +128,19 @@ impl Validator {
                 self.report(at("name"), format!("{:?} is reserved for the admin console", db.name));
             }
             self.servers(i, db, config);
+            if db.name == super::FALLBACK_DATABASE {
+                // Each client's database is its own name on the server; several servers would
+                // need health checks per database no one listed.
+                if db.dbname.is_some() {
+                    self.report(at("dbname"), "the fallback entry \"*\" cannot rename databases: each client's database name is used as it is");
+                }
+                if !db.servers.is_empty() {
+                    self.report(
+                        at("servers"),
+                        "the fallback entry \"*\" takes host and port, not [[databases.servers]]",
+                    );
+                }
+            }
             if let Some(dbname) = &db.dbname {
                 if dbname.is_empty() || dbname.contains('\0') {
                     self.report(at("dbname"), "must be a non-empty name without NUL characters");

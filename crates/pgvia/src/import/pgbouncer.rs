@@ -78,6 +78,14 @@ fn rule(key: &str) -> Rule {
             },
         ),
         "query_timeout" => Pool("query_timeout", seconds),
+        "autodb_idle_timeout" => General(
+            "fallback_idle_timeout",
+            Seconds {
+                zero: Zero::NoEquivalent(
+                    "pgvia keeps a database's pools at least until its last client leaves",
+                ),
+            },
+        ),
         "client_idle_timeout" => Pool("client_idle_timeout", seconds),
         "idle_transaction_timeout" => Pool("idle_in_transaction_timeout", seconds),
         "auth_query" | "auth_user" | "auth_dbname" => {
@@ -135,7 +143,6 @@ fn rule(key: &str) -> Rule {
         | "server_login_retry"
         | "suspend_timeout"
         | "disable_pqexec"
-        | "autodb_idle_timeout"
         | "cancel_wait_timeout"
         | "query_wait_notify"
         | "peer_id"
@@ -293,12 +300,6 @@ fn database(entry: &Entry, doc: &mut Document, notes: &mut Vec<Note>) {
     if entry.key == "%include" {
         return notes.push(Note::of(entry, "included files are not read: import them and merge by hand"));
     }
-    if entry.key == "*" {
-        return notes.push(Note::of(
-            entry,
-            "pgvia has no fallback database yet: a client asking for a database not listed is refused (3D000); list each database",
-        ));
-    }
     let pairs = match ini::conn_pairs(&entry.value) {
         Ok(p) => p,
         Err(e) => return notes.push(Note::of(entry, &format!("not read: {e}"))),
@@ -314,6 +315,7 @@ fn database(entry: &Entry, doc: &mut Document, notes: &mut Vec<Note>) {
                 Ok(p) => table.set("port", Value::Int(p)),
                 Err(_) => skip("not a port"),
             },
+            "dbname" if entry.key == "*" => skip("the fallback entry uses each client's database name as it is"),
             "dbname" => table.set("dbname", Value::Str(value.clone())),
             "pool_size" => int_into(&mut table, "pool_size", value, &mut skip),
             "min_pool_size" => int_into(&mut table, "min_idle", value, &mut skip),

@@ -143,7 +143,7 @@ async fn logged_in(
         }
         return result.map(|_| ());
     }
-    let Some(database) = config.database(&identity.database) else {
+    let Some(database) = config.database_for_client(&identity.database) else {
         return Err(SessionError::refused(
             SqlState::INVALID_CATALOG_NAME,
             format!("database \"{}\" does not exist", identity.database),
@@ -158,7 +158,7 @@ async fn logged_in(
     build::authentication_ok(out);
     send(stream, out).await?;
 
-    let group = app.group_for(database, user);
+    let group = app.group_for(&database, user);
     let pool = group.home();
     let fresh = pool.startup_params().await?;
     let report =
