@@ -85,9 +85,12 @@ impl CancelSlot {
     }
 }
 
+/// Keys by process id. Ids pgvia makes up are unique, but a session-mode client is given its
+/// server's real pid, which another PostgreSQL server may also have: such keys share an id
+/// and differ in their secret.
 #[derive(Debug, Default)]
 pub struct CancelRegistry {
-    slots: Mutex<HashMap<u32, Arc<CancelSlot>>>,
+    slots: Mutex<HashMap<u32, Vec<Arc<CancelSlot>>>>,
 }
 
 /// A client's registration; dropping it forgets the key.
@@ -100,7 +103,13 @@ pub struct CancelKey {
 
 impl Drop for CancelKey {
     fn drop(&mut self) {
-        self.registry.slots.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.process_id);
+        let mut slots = self.registry.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(list) = slots.get_mut(&self.process_id) {
+            list.retain(|s| !Arc::ptr_eq(s, &self.slot));
+            if list.is_empty() {
+                slots.remove(&self.process_id);
+            }
+        }
     }
 }
 
@@ -108,9 +117,6 @@ impl CancelRegistry {
     /// Issues a fresh random key for a new client.
     pub fn register(self: &Arc<Self>) -> CancelKey {
         let mut rng = rand::thread_rng();
-        let mut secret = [0u8; 4];
-        rng.fill_bytes(&mut secret);
-        let slot = Arc::new(CancelSlot { secret, target: ArcSwapOption::empty() });
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         let process_id = loop {
             // Random ids do not reveal how many clients came before; 0 is avoided because
@@ -120,17 +126,46 @@ impl CancelRegistry {
                 break id;
             }
         };
-        slots.insert(process_id, slot.clone());
+        self.insert(&mut slots, process_id, &mut rng)
+    }
+
+    /// Issues a key with a given process id (a session-mode client's real backend pid) and
+    /// a random secret no other key with that id has.
+    pub fn register_as(self: &Arc<Self>, process_id: u32) -> CancelKey {
+        let mut rng = rand::thread_rng();
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        self.insert(&mut slots, process_id, &mut rng)
+    }
+
+    fn insert(
+        self: &Arc<Self>,
+        slots: &mut HashMap<u32, Vec<Arc<CancelSlot>>>,
+        process_id: u32,
+        rng: &mut impl RngCore,
+    ) -> CancelKey {
+        let list = slots.entry(process_id).or_default();
+        let secret = loop {
+            let mut secret = [0u8; 4];
+            rng.fill_bytes(&mut secret);
+            if !list.iter().any(|s| s.secret == secret) {
+                break secret;
+            }
+        };
+        let slot = Arc::new(CancelSlot { secret, target: ArcSwapOption::empty() });
+        list.push(slot.clone());
         CancelKey { process_id, secret, slot, registry: self.clone() }
     }
 
     /// The server to cancel for a client's key, if the key is valid and the client is using
     /// a server right now.
     pub fn lookup(&self, process_id: u32, secret: &[u8]) -> Option<ArmedCancel> {
-        let slot = self.slots.lock().unwrap_or_else(PoisonError::into_inner).get(&process_id).cloned()?;
-        if secret.len() != 4 || !bool::from(slot.secret.ct_eq(secret)) {
+        if secret.len() != 4 {
             return None;
         }
+        let slot = {
+            let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+            slots.get(&process_id)?.iter().find(|s| bool::from(s.secret.ct_eq(secret))).cloned()?
+        };
         let target = slot.target.load_full()?;
         // Counted in flight before the target is confirmed: a session giving its server back
         // clears the slot and then waits for the count, so either it sees this cancel and
@@ -198,6 +233,27 @@ mod tests {
         let secret = key.secret;
         drop(key);
         assert!(reg.lookup(pid, &secret).is_none(), "stale key");
+    }
+
+    #[test]
+    fn real_pids_shared_by_two_servers_keep_their_own_targets() {
+        let reg = Arc::new(CancelRegistry::default());
+        let (a, b) = (reg.register_as(4242), reg.register_as(4242));
+        assert_ne!(a.secret, b.secret);
+        let target = |pid| CancelTarget {
+            server: "127.0.0.1:5432".parse().unwrap(),
+            process_id: pid,
+            secret: Bytes::from_static(b"abcd"),
+            in_flight: Arc::default(),
+        };
+        a.slot.set(Some(target(1)));
+        b.slot.set(Some(target(2)));
+        assert_eq!(reg.lookup(4242, &a.secret).map(|t| t.target.process_id), Some(1));
+        assert_eq!(reg.lookup(4242, &b.secret).map(|t| t.target.process_id), Some(2));
+        let b_secret = b.secret;
+        drop(b);
+        assert!(reg.lookup(4242, &b_secret).is_none());
+        assert_eq!(reg.lookup(4242, &a.secret).map(|t| t.target.process_id), Some(1));
     }
 
     #[tokio::test]

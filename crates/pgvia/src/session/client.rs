@@ -147,6 +147,10 @@ impl Session<'_> {
                 e.to_string()
             }
             RelayEnd::ServerLost { error, told_client } => {
+                // What the server said last (its FATAL among it, when it explained itself)
+                // may still wait in the client's buffer: the relay saw the server's EOF before
+                // it could write them. The client hears them first, as directly.
+                out.extend_from_slice(&std::mem::take(&mut self.bufs.to_client));
                 // The pool of the server that was lost, which routing may have picked.
                 let pool = self.server.as_ref().map_or(&self.pool, |c| c.pool());
                 tracing::warn!(pool = %pool.name, error = %error, "server connection lost during a session");

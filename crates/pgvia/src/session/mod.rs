@@ -35,7 +35,7 @@ pub use state::PinReason;
 
 use crate::app::App;
 use crate::clients::ClientIdentity;
-use crate::config::{Config, RolePreference};
+use crate::config::{Config, PoolMode, RolePreference};
 use crate::net::ClientStream;
 use crate::server::ServerParams;
 
@@ -163,8 +163,22 @@ async fn logged_in(
     let fresh = pool.startup_params().await?;
     let report =
         settings::check_at_login(&pool, &identity.settings, config.general.server_reset_timeout).await?;
-    let told = welcome_params(&pool, &fresh, &report.values);
-    let cancel = app.cancels.register();
+    // Session mode: the client owns one server for its whole life, so it takes it now and is
+    // told that server's real pid (with pgvia's own secret, so cancels still come through
+    // pgvia): pg_backend_pid(), the BackendKeyData pid, NOTIFY sender pids and terminating
+    // its own backend behave as on a direct connection.
+    let owned = if pool.settings.pool_mode == PoolMode::Session && group.is_single() {
+        Some(server_for_life(&pool, &identity.settings, config.general.server_reset_timeout).await?)
+    } else {
+        None
+    };
+    let (told, cancel) = match &owned {
+        Some(checkout) => {
+            let conn = checkout.conn_ref();
+            (Arc::new(conn.params.clone()), app.cancels.register_as(conn.cancel_target().process_id))
+        }
+        None => (welcome_params(&pool, &fresh, &report.values), app.cancels.register()),
+    };
     // As PostgreSQL, which raises them while it applies the startup settings.
     for notice in &report.notices {
         out.extend_from_slice(notice);
@@ -181,6 +195,10 @@ async fn logged_in(
 
     let handle = app.clients.register(who(false), since, Some(cancel.slot.clone()), || app.phase());
     let info = handle.info.clone();
+    if let Some(checkout) = &owned {
+        cancel.slot.set(Some(checkout.conn_ref().cancel_target()));
+        info.set_state(crate::clients::ClientState::Active);
+    }
     if config.general.log_connections {
         tracing::info!(client = info.id, addr = %ends.peer, user = %identity.user, database = %identity.database, "client connected");
     }
@@ -215,7 +233,7 @@ async fn logged_in(
             bufs,
             decoder: FrameDecoder::new(config.general.max_message_size as usize),
             shutdown: info.phase_watch(),
-            server: None,
+            server: owned,
             deferred_begin: None,
             timers,
             discard_until_sync: false,
@@ -249,6 +267,18 @@ async fn logged_in(
         );
     }
     Ok(())
+}
+
+/// A session-mode client's server, taken at login and brought to the client's startup
+/// settings.
+async fn server_for_life(
+    pool: &Arc<crate::pool::Pool>,
+    settings: &[(String, String)],
+    timeout: Duration,
+) -> Result<crate::pool::Checkout, SessionError> {
+    let mut checkout = pool.checkout().await?;
+    settings::apply(checkout.conn(), settings, timeout).await?;
+    Ok(checkout)
 }
 
 /// Sends the client's last message (why it is closed), if any, giving up after
