@@ -283,19 +283,29 @@ impl<'t> Walker<'t, '_> {
     pub fn func_call(&mut self, f: &'t FuncCall) -> W {
         let (schema, name) = func_name(f.funcname());
         let builtin = schema.is_none() || schema == Some("pg_catalog");
-        if !builtin || BUILTIN_READS.binary_search(&name).is_err() {
+        let reads = builtin && BUILTIN_READS.binary_search(&name).is_ok();
+        if !reads {
             self.s.calls_unlisted = true;
         }
+        // Whether the call is one whose every effect on the session the analysis records
+        // (or that has none worth tracking); anything else may change the session unseen.
+        let mut seen = reads;
         if builtin {
             if BUILTIN_WRITES.contains(&name) {
                 self.writes = true;
+                seen = true;
             } else if let Some((scope, op)) = advisory(name) {
                 // Advisory locks taken on a standby would not exclude writers on the primary.
                 self.writes = true;
                 self.s.effects.push(EffectData::AdvisoryLock { scope, op });
+                seen = true;
             } else if name == "set_config" {
                 self.set_config(f.args());
+                seen = true;
             }
+        }
+        if !seen {
+            self.s.hidden_effects = true;
         }
         if self.fns.user_writes(schema, name) {
             self.writes = true;
