@@ -272,3 +272,35 @@ async fn effects_inside_functions_do_blocks_and_execute_do_not_leak() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+/// A statement prepared with the extended protocol in one transaction and run in a later one
+/// (drivers prepare once and run many times): each run counts, not only the Parse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_prepared_earlier_counts_each_time_it_runs() {
+    let pg = start_pg();
+    pg.psql(DB, &setup_sql()).expect("setup");
+    let config = ConfigBuilder::new(&pg)
+        .pool("pool_mode = \"transaction\"")
+        .pool("pool_size = 1")
+        .pool("checkout_timeout = \"60s\"");
+    let proxy = TestProxy::start(&config).await;
+    let fresh = {
+        let c = connect(&direct_conninfo(&pg, USER, PASSWORD, DB)).await.expect("direct");
+        row(&c, SESSION).await.expect("fresh session")
+    };
+    let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+    let (first, _rx) = client(&conninfo).await;
+    // hidden_fn_1 sets statement_timeout; hidden_fn_0 sets search_path.
+    let set_timeout = first.prepare("SELECT hidden_fn_1()").await.expect("prepare");
+    let (next, _next_rx) = client(&conninfo).await;
+    assert_eq!(row(&next, SESSION).await.expect("next"), fresh, "preparing runs nothing");
+    first.query(&set_timeout, &[]).await.expect("run");
+    assert_eq!(row(&next, SESSION).await.expect("next"), fresh, "after the first run");
+    first.batch_execute("RESET statement_timeout").await.expect("reset");
+    first.query(&set_timeout, &[]).await.expect("run again");
+    assert_eq!(row(&next, SESSION).await.expect("next"), fresh, "after the second run");
+    assert_eq!(row(&first, "SHOW statement_timeout").await.expect("own"), ["4321ms"]);
+    drop((first, next));
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
