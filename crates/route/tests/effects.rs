@@ -175,3 +175,19 @@ fn hidden_effects_of_functions_do_blocks_and_execute() {
         assert!(!hidden(sql), "{sql}");
     }
 }
+
+#[test]
+fn functions_listed_as_session_neutral_hide_nothing() {
+    let a = route::Analyzer::new(route::AnalyzerOptions {
+        session_neutral_functions: vec!["score".into(), "app.rank".into()],
+        ..Default::default()
+    })
+    .expect("valid options");
+    assert!(!a.analyze("SELECT score(1), app.rank(2), lower('x')", &[]).may_have_hidden_effects());
+    assert!(a.analyze("SELECT rank(2)", &[]).may_have_hidden_effects(), "listed with its schema only");
+    assert!(a.analyze("SELECT score(1), other(2)", &[]).may_have_hidden_effects());
+    assert!(a.analyze("DO $$ BEGIN PERFORM score(1); END $$", &[]).may_have_hidden_effects());
+    let bad =
+        route::AnalyzerOptions { session_neutral_functions: vec!["a.b.c".into()], ..Default::default() };
+    assert_eq!(bad.problems()[0].key(), "session_neutral_functions");
+}
