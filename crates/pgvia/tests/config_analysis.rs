@@ -77,6 +77,6 @@ max_nesting = 5
     );
     assert_eq!(
         problems("[analysis]\ncache_size = 1\n"),
-        ["2: analysis.cache_size: unknown field `cache_size`, expected one of `max_query_length`, `cache_entries`, `cache_bytes`, `cache_admission`, `write_functions`, `max_nesting`, `max_values`"]
+        ["2: analysis.cache_size: unknown field `cache_size`, expected one of `max_query_length`, `cache_entries`, `cache_bytes`, `cache_admission`, `write_functions`, `session_neutral_functions`, `max_nesting`, `max_values`"]
     );
 }

@@ -18,6 +18,7 @@ pub struct Analysis {
     pub(crate) outcome: Outcome,
     pub(crate) writes: bool,
     pub(crate) calls_unlisted: bool,
+    pub(crate) hidden_effects: bool,
     pub(crate) stmt_count: u32,
     pub(crate) hints: HintData,
     pub(crate) entries: Box<[Entry]>,
@@ -33,6 +34,7 @@ impl Analysis {
             outcome,
             writes: true,
             calls_unlisted: true,
+            hidden_effects: true,
             stmt_count: 0,
             hints,
             entries: Box::default(),
@@ -64,6 +66,19 @@ impl Analysis {
     /// analysis.
     pub fn calls_unlisted_functions(&self) -> bool {
         self.calls_unlisted
+    }
+
+    /// Whether the query may change session state where its text does not show it: it calls
+    /// a function that is not a built-in known to leave the session alone (a user function
+    /// may run `set_config`, `SET ROLE`, `LISTEN`, take an advisory lock, create a temporary
+    /// table, `PREPARE` or open a `WITH HOLD` cursor), runs a procedure (`CALL`), a `DO`
+    /// block or a prepared statement by SQL `EXECUTE`. The built-ins that do change the
+    /// session (`set_config`, the advisory lock functions) are reported as
+    /// [`session_effects`](Analysis::session_effects) instead. Always true for a conservative
+    /// analysis. Triggers, rules, column defaults, views and operators that call user
+    /// functions are not visible in the text and are not counted.
+    pub fn may_have_hidden_effects(&self) -> bool {
+        self.hidden_effects
     }
 
     /// Number of statements (zero for an empty or conservative query).

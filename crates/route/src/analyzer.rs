@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::analysis::Analysis;
 use crate::cache::{AnalysisCache, KeyRef, Stored};
-use crate::functions::WriteFunctions;
+use crate::functions::UserFunctions;
 use crate::guard::Engine;
 use crate::model::{Outcome, StatementKind};
 use crate::options::{AnalyzerOptions, OptionsError};
@@ -26,7 +26,7 @@ impl Analyzer {
     pub fn new(options: AnalyzerOptions) -> Result<Analyzer, OptionsError> {
         options.validate()?;
         let engine = Engine {
-            fns: WriteFunctions::new(&options.write_functions),
+            fns: UserFunctions::new(&options.write_functions, &options.session_neutral_functions),
             limits: Limits { max_depth: options.max_nesting, max_values: options.max_values },
             max_query_length: options.max_query_length,
         };

@@ -162,28 +162,40 @@ const BUILTIN_READS: &[&str] = &[
     "version",
 ];
 
-/// Functions listed by the user as writing (`write_functions` in the configuration), on
-/// top of the built-in list.
+/// Functions the configuration describes, on top of the built-in lists: those that write
+/// (`write_functions`) and those that leave the session alone (`session_neutral_functions`).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct WriteFunctions {
+pub(crate) struct UserFunctions {
     /// `(schema, name)`; a `None` schema matches the name in any schema.
-    user: Vec<(Option<String>, String)>,
+    writes: Vec<(Option<String>, String)>,
+    neutral: Vec<(Option<String>, String)>,
 }
 
-impl WriteFunctions {
-    pub fn new(names: &[String]) -> WriteFunctions {
-        let user = names
-            .iter()
-            .map(|n| match n.split_once('.') {
-                Some((schema, name)) => (Some(schema.to_owned()), name.to_owned()),
-                None => (None, n.clone()),
-            })
-            .collect();
-        WriteFunctions { user }
+fn split_names(names: &[String]) -> Vec<(Option<String>, String)> {
+    names
+        .iter()
+        .map(|n| match n.split_once('.') {
+            Some((schema, name)) => (Some(schema.to_owned()), name.to_owned()),
+            None => (None, n.clone()),
+        })
+        .collect()
+}
+
+fn listed(list: &[(Option<String>, String)], schema: Option<&str>, name: &str) -> bool {
+    list.iter().any(|(s, n)| n == name && (s.is_none() || s.as_deref() == schema))
+}
+
+impl UserFunctions {
+    pub fn new(writes: &[String], neutral: &[String]) -> UserFunctions {
+        UserFunctions { writes: split_names(writes), neutral: split_names(neutral) }
     }
 
     fn user_writes(&self, schema: Option<&str>, name: &str) -> bool {
-        self.user.iter().any(|(s, n)| n == name && (s.is_none() || s.as_deref() == schema))
+        listed(&self.writes, schema, name)
+    }
+
+    fn user_neutral(&self, schema: Option<&str>, name: &str) -> bool {
+        !self.neutral.is_empty() && listed(&self.neutral, schema, name)
     }
 }
 
@@ -283,19 +295,29 @@ impl<'t> Walker<'t, '_> {
     pub fn func_call(&mut self, f: &'t FuncCall) -> W {
         let (schema, name) = func_name(f.funcname());
         let builtin = schema.is_none() || schema == Some("pg_catalog");
-        if !builtin || BUILTIN_READS.binary_search(&name).is_err() {
+        let reads = builtin && BUILTIN_READS.binary_search(&name).is_ok();
+        if !reads {
             self.s.calls_unlisted = true;
         }
+        // Whether the call is one whose every effect on the session the analysis records
+        // (or that has none worth tracking); anything else may change the session unseen.
+        let mut seen = reads;
         if builtin {
             if BUILTIN_WRITES.contains(&name) {
                 self.writes = true;
+                seen = true;
             } else if let Some((scope, op)) = advisory(name) {
                 // Advisory locks taken on a standby would not exclude writers on the primary.
                 self.writes = true;
                 self.s.effects.push(EffectData::AdvisoryLock { scope, op });
+                seen = true;
             } else if name == "set_config" {
                 self.set_config(f.args());
+                seen = true;
             }
+        }
+        if !seen && !self.fns.user_neutral(schema, name) {
+            self.s.hidden_effects = true;
         }
         if self.fns.user_writes(schema, name) {
             self.writes = true;
@@ -369,11 +391,14 @@ mod tests {
 
     #[test]
     fn user_functions_match_with_or_without_schema() {
-        let f = WriteFunctions::new(&["audit.log_event".to_owned(), "bump".to_owned()]);
+        let f = UserFunctions::new(&["audit.log_event".to_owned(), "bump".to_owned()], &[]);
         assert!(f.user_writes(Some("audit"), "log_event"));
         assert!(!f.user_writes(None, "log_event"));
         assert!(!f.user_writes(Some("public"), "log_event"));
         assert!(f.user_writes(None, "bump"));
         assert!(f.user_writes(Some("x"), "bump"));
+        let n = UserFunctions::new(&[], &["app.score".to_owned()]);
+        assert!(n.user_neutral(Some("app"), "score") && !n.user_neutral(None, "score"));
+        assert!(!n.user_writes(Some("app"), "score"));
     }
 }

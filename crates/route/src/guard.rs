@@ -8,7 +8,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::analysis::Analysis;
-use crate::functions::WriteFunctions;
+use crate::functions::UserFunctions;
 use crate::hints;
 use crate::model::Outcome;
 use crate::scratch::Scratch;
@@ -17,7 +17,7 @@ use crate::walk::{Abort, Limits, Walker};
 
 /// Everything analysis needs besides the query: compiled from the options once.
 pub(crate) struct Engine {
-    pub fns: WriteFunctions,
+    pub fns: UserFunctions,
     pub limits: Limits,
     pub max_query_length: usize,
 }
@@ -76,11 +76,11 @@ fn parse_and_walk(engine: &Engine, s: &mut Scratch, sql: &str, param_oids: &[u32
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::functions::WriteFunctions;
+    use crate::functions::UserFunctions;
 
     fn engine() -> Engine {
         Engine {
-            fns: WriteFunctions::default(),
+            fns: UserFunctions::default(),
             limits: Limits { max_depth: 100, max_values: 100 },
             max_query_length: 1000,
         }

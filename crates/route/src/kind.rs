@@ -141,9 +141,12 @@ impl<'t> Walker<'t, '_> {
             Node::PrepareStmt(p) => {
                 let name = self.s.intern(p.name().unwrap_or(""));
                 let e0 = self.s.effects.len();
+                let hidden = self.s.hidden_effects;
                 let inner = self.nested(|w| w.inner(p.query()))?;
-                // Preparing executes nothing: only the PREPARE itself is an effect.
+                // Preparing executes nothing: only the PREPARE itself is an effect (what the
+                // statement does is counted at its EXECUTE).
                 self.s.effects.truncate(e0);
+                self.s.hidden_effects = hidden;
                 self.s.effects.push(EffectData::Prepare { name });
                 Head { target: inner.kind, ..Head::named(K::Prepare, Some(name)).writes(false) }
             }
@@ -151,6 +154,7 @@ impl<'t> Walker<'t, '_> {
                 let name = self.opt(e.name());
                 self.list(e.params())?;
                 // What the prepared statement does is not visible here.
+                self.s.hidden_effects = true;
                 Head::named(K::Execute, name).writes(true)
             }
             Node::DeallocateStmt(d) => {
@@ -194,9 +198,13 @@ impl<'t> Walker<'t, '_> {
                     self.expr(Node::FuncCall(f))?;
                 }
                 // A procedure may do anything, including COMMIT.
+                self.s.hidden_effects = true;
                 Head::kind(K::Call).writes(true)
             }
-            Node::DoStmt(_) => Head::kind(K::Do).writes(true),
+            Node::DoStmt(_) => {
+                self.s.hidden_effects = true;
+                Head::kind(K::Do).writes(true)
+            }
             Node::LoadStmt(l) => {
                 self.s.effects.push(EffectData::Load);
                 Head::named(K::Load, self.opt(l.filename())).writes(false)
@@ -205,7 +213,11 @@ impl<'t> Walker<'t, '_> {
             Node::Invalid(raw) if raw.type_ == NodeTag::T_CreateForeignTableStmt => {
                 Head::kind(K::Ddl).writes(true)
             }
-            Node::Invalid(_) | Node::None => Head::kind(K::Other).writes(true),
+            Node::Invalid(_) | Node::None => {
+                // A statement these bindings cannot read may do anything to the session.
+                self.s.hidden_effects = true;
+                Head::kind(K::Other).writes(true)
+            }
             other => {
                 self.ddl(other)?;
                 Head::kind(match other {

@@ -17,6 +17,11 @@ pub struct AnalyzerOptions {
     /// advisory locks, ...): `name` matches in any schema, `schema.name` only there. Names
     /// are compared as PostgreSQL stores them: lower case unless created quoted.
     pub write_functions: Vec<String>,
+    /// Functions that leave the session alone (no `set_config`, `SET`, `LISTEN`, session
+    /// advisory lock, temporary table, `PREPARE` or `WITH HOLD` cursor, however deep), so a
+    /// call to one is not [a hidden effect](crate::Analysis::may_have_hidden_effects). Same
+    /// spelling as `write_functions`.
+    pub session_neutral_functions: Vec<String>,
     /// Deepest expression or subquery nesting walked before the query is declared too
     /// complex. Default 1,000; between 16 and 10,000.
     pub max_nesting: u32,
@@ -33,6 +38,7 @@ impl Default for AnalyzerOptions {
             cache_bytes: 32 * 1024 * 1024,
             cache_admission: Admission::SecondSight,
             write_functions: Vec::new(),
+            session_neutral_functions: Vec::new(),
             max_nesting: 1_000,
             max_values: 65_536,
         }
@@ -63,6 +69,8 @@ pub enum OptionsError {
     MaxValues { value: usize, max: usize },
     #[error("write_functions entry {0:?} is not `name` or `schema.name`")]
     WriteFunction(String),
+    #[error("session_neutral_functions entry {0:?} is not `name` or `schema.name`")]
+    NeutralFunction(String),
 }
 
 pub(crate) const MAX_QUERY_LENGTH: usize = 1024 * 1024 * 1024;
@@ -93,6 +101,11 @@ impl AnalyzerOptions {
                 out.push(OptionsError::WriteFunction(f.clone()));
             }
         }
+        for f in &self.session_neutral_functions {
+            if !valid_function_name(f) {
+                out.push(OptionsError::NeutralFunction(f.clone()));
+            }
+        }
         if !(16..=10_000).contains(&self.max_nesting) {
             out.push(OptionsError::MaxNesting(self.max_nesting));
         }
@@ -112,6 +125,7 @@ impl OptionsError {
             OptionsError::MaxNesting(_) => "max_nesting",
             OptionsError::MaxValues { .. } => "max_values",
             OptionsError::WriteFunction(_) => "write_functions",
+            OptionsError::NeutralFunction(_) => "session_neutral_functions",
         }
     }
 }

@@ -27,6 +27,8 @@ pub(crate) struct Scratch {
     pub arena: String,
     /// A function outside the known read-only built-ins was called somewhere in the query.
     pub calls_unlisted: bool,
+    /// Something in the query may change the session where the text does not show it.
+    pub hidden_effects: bool,
 }
 
 thread_local! {
@@ -59,6 +61,7 @@ impl Scratch {
         self.values.clear();
         self.arena.clear();
         self.calls_unlisted = false;
+        self.hidden_effects = false;
     }
 
     fn footprint(&self) -> usize {
@@ -144,6 +147,7 @@ impl Scratch {
             outcome,
             writes,
             calls_unlisted: self.calls_unlisted,
+            hidden_effects: self.hidden_effects,
             stmt_count: n_stmts as u32,
             hints,
             entries: entries.into_boxed_slice(),

@@ -16,7 +16,7 @@ use pg_raw_parse::nodes::{
 use pg_raw_parse::nodes::{LockClauseStrength, OnCommitAction};
 use pg_raw_parse::Node;
 
-use crate::functions::WriteFunctions;
+use crate::functions::UserFunctions;
 use crate::model::{Access, RowLock};
 use crate::predicates::FromScope;
 use crate::scratch::Scratch;
@@ -43,7 +43,7 @@ pub(crate) struct Limits {
 
 pub(crate) struct Walker<'t, 's> {
     pub s: &'s mut Scratch,
-    pub fns: &'s WriteFunctions,
+    pub fns: &'s UserFunctions,
     pub param_oids: &'s [u32],
     pub limits: Limits,
     depth: u32,
@@ -68,7 +68,7 @@ pub(crate) struct Walker<'t, 's> {
 impl<'t, 's> Walker<'t, 's> {
     pub fn new(
         s: &'s mut Scratch,
-        fns: &'s WriteFunctions,
+        fns: &'s UserFunctions,
         param_oids: &'s [u32],
         limits: Limits,
         budget: u64,

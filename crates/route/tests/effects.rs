@@ -135,3 +135,59 @@ fn effects_are_listed_per_statement_in_order() {
     assert!(a.has_session_effects());
     assert!(!analyze("SELECT 1; SET LOCAL x = 1").has_session_effects());
 }
+
+#[test]
+fn hidden_effects_of_functions_do_blocks_and_execute() {
+    let hidden = |sql: &str| analyze(sql).may_have_hidden_effects();
+    // User functions, procedures, DO blocks, SQL EXECUTE, unreadable text: may do anything.
+    for sql in [
+        "SELECT my_func()",
+        "SELECT app.my_func(1)",
+        "SELECT * FROM my_srf()",
+        "SELECT 1 WHERE lower(my_func()::text) = 'x'",
+        "UPDATE t SET a = my_func()",
+        "INSERT INTO t VALUES (my_func())",
+        "CALL my_proc()",
+        "DO $$ BEGIN PERFORM set_config('search_path', 'x', false); END $$",
+        "EXECUTE stmt(1)",
+        "SELECT pg_catalog.pg_sleep(0)",
+        "SELECT public.lower('A')",
+        "DECLARE c CURSOR FOR SELECT my_func()",
+    ] {
+        assert!(hidden(sql), "{sql}");
+    }
+    let unreadable = common::analyzer().analyze("SELEC my_func()", &[]);
+    assert!(unreadable.is_conservative() && unreadable.may_have_hidden_effects());
+    // Built-ins whose session effects are recorded, or that have none: nothing hidden.
+    for sql in [
+        "SELECT abalance FROM pgbench_accounts WHERE aid = 1",
+        "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 1",
+        "SELECT lower('A'), now(), count(*) FROM t",
+        "SELECT pg_catalog.lower('A')",
+        "SELECT set_config('search_path', 'x', false)",
+        "SELECT pg_advisory_lock(1), pg_advisory_unlock(1)",
+        "SELECT nextval('s')",
+        "SET search_path = x",
+        "LISTEN jobs",
+        "PREPARE p AS SELECT my_func()",
+        "BEGIN",
+    ] {
+        assert!(!hidden(sql), "{sql}");
+    }
+}
+
+#[test]
+fn functions_listed_as_session_neutral_hide_nothing() {
+    let a = route::Analyzer::new(route::AnalyzerOptions {
+        session_neutral_functions: vec!["score".into(), "app.rank".into()],
+        ..Default::default()
+    })
+    .expect("valid options");
+    assert!(!a.analyze("SELECT score(1), app.rank(2), lower('x')", &[]).may_have_hidden_effects());
+    assert!(a.analyze("SELECT rank(2)", &[]).may_have_hidden_effects(), "listed with its schema only");
+    assert!(a.analyze("SELECT score(1), other(2)", &[]).may_have_hidden_effects());
+    assert!(a.analyze("DO $$ BEGIN PERFORM score(1); END $$", &[]).may_have_hidden_effects());
+    let bad =
+        route::AnalyzerOptions { session_neutral_functions: vec!["a.b.c".into()], ..Default::default() };
+    assert_eq!(bad.problems()[0].key(), "session_neutral_functions");
+}

@@ -18,10 +18,11 @@ fn cached() -> Analyzer {
 /// Everything routing and session tracking read, with values reduced to their count.
 fn summary(a: &Analysis) -> String {
     let mut s = format!(
-        "{:?} writes={} unlisted={} n={} hints={:?}\n",
+        "{:?} writes={} unlisted={} hidden={} n={} hints={:?}\n",
         a.outcome(),
         a.writes(),
         a.calls_unlisted_functions(),
+        a.may_have_hidden_effects(),
         a.len(),
         a.hints()
     );

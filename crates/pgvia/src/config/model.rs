@@ -210,6 +210,11 @@ pub struct AnalysisSettings {
     /// Functions that write, on top of the built-in ones (`nextval`, `setval`, advisory
     /// locks, ...): `"name"` in any schema or `"schema.name"`. Default none.
     pub write_functions: Vec<String>,
+    /// Functions that never change session state (settings, role, `LISTEN`, session advisory
+    /// locks, temporary tables, `PREPARE`, `WITH HOLD` cursors): a transaction calling only
+    /// these and built-ins is not read back from the server afterwards. `"name"` in any
+    /// schema or `"schema.name"`. Default none.
+    pub session_neutral_functions: Vec<String>,
     /// Deepest expression or subquery nesting analysed; deeper queries are routed as writes.
     /// Default 1000; between 16 and 10000.
     pub max_nesting: u32,
@@ -226,6 +231,7 @@ impl Default for AnalysisSettings {
             cache_bytes: o.cache_bytes,
             cache_admission: CacheAdmission::SecondSight,
             write_functions: o.write_functions,
+            session_neutral_functions: o.session_neutral_functions,
             max_nesting: o.max_nesting,
             max_values: o.max_values,
         }
@@ -244,6 +250,7 @@ impl AnalysisSettings {
                 CacheAdmission::SecondSight => route::Admission::SecondSight,
             },
             write_functions: self.write_functions.clone(),
+            session_neutral_functions: self.session_neutral_functions.clone(),
             max_nesting: self.max_nesting,
             max_values: self.max_values,
         }

@@ -579,12 +579,23 @@ impl Session<'_> {
         }
     }
 
-    /// After a transaction that ran `LISTEN` or `UNLISTEN`: applies the `UNLISTEN`s to the
-    /// client's hub subscriptions, subscribes it to what its server now listens to (committed
-    /// `LISTEN`s: PostgreSQL applies them at commit, so the server is the record), waits until
-    /// the hub's connection listens to them, and only then has the server `UNLISTEN *`, so no
-    /// notification committed meanwhile is lost and the server can go back to the pool.
+    /// After a transaction that ran `LISTEN` or `UNLISTEN`: reads what the server listens to
+    /// (committed `LISTEN`s: PostgreSQL applies them at commit, so the server is the record)
+    /// and moves it to the hub.
     async fn move_listens(&mut self) -> Result<(), SessionError> {
+        let timeout = self.app.config().general.server_reset_timeout;
+        let Some(checkout) = self.server.as_mut() else { return Ok(()) };
+        let rows = checkout.conn().query_rows("SELECT pg_catalog.pg_listening_channels()", timeout).await?;
+        let listening: Vec<String> =
+            rows.into_iter().filter_map(|r| r.into_iter().next().flatten()).collect();
+        self.move_listening(listening).await
+    }
+
+    /// Applies the `UNLISTEN`s seen to the client's hub subscriptions, subscribes it to
+    /// `listening` (what its server listens to), waits until the hub's connection listens to
+    /// them, and only then has the server `UNLISTEN *`, so no notification committed meanwhile
+    /// is lost and the server can go back to the pool.
+    async fn move_listening(&mut self, listening: Vec<String>) -> Result<(), SessionError> {
         self.state.listen_changed = false;
         let unlistens = std::mem::take(&mut self.state.unlistens);
         let timeout = self.app.config().general.server_reset_timeout;
@@ -593,9 +604,6 @@ impl Session<'_> {
         // The hub listens on the server the LISTEN ran on: the primary, where routing sends it.
         let listen_pool = checkout.pool().clone();
         let conn = checkout.conn();
-        let rows = conn.query_rows("SELECT pg_catalog.pg_listening_channels()", timeout).await?;
-        let listening: Vec<String> =
-            rows.into_iter().filter_map(|r| r.into_iter().next().flatten()).collect();
         if listening.is_empty() && self.inbox.is_none() {
             return Ok(());
         }
@@ -618,10 +626,38 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// After a transaction that ran something whose effects its text does not show (a user
+    /// function, a `DO` block, `EXECUTE`): reads back settings, pins and listened channels in
+    /// one round trip, then carries, pins or moves them as for effects the analysis saw.
+    async fn refresh_everything(&mut self) -> Result<(), SessionError> {
+        let timeout = self.app.config().general.server_reset_timeout;
+        let Some(checkout) = self.server.as_mut() else { return Ok(()) };
+        let conn = checkout.conn();
+        let rows = conn.query_rows(&state::full_check_query(&self.pool.key.user), timeout).await?;
+        let report = state::ServerReport::read(rows)
+            .ok_or(SessionError::ProtocolState("unexpected session check reply"))?;
+        self.state.reach = state::Reach::Seen;
+        let added = self.state.set_checked_pins(&report.pins);
+        for reason in added.reasons() {
+            self.pool.stats.pins[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(pool = %self.pool.name, reason = reason.as_str(), "a function or DO block pinned the client to its server until the effect ends");
+        }
+        conn.applied = self.state.set_settings_from_server(report.settings).into_iter().collect();
+        settings::apply(conn, &self.state.settings, timeout).await?;
+        if !report.listening.is_empty() || self.state.listen_changed {
+            self.move_listening(report.listening).await?;
+        }
+        self.tell_parameter_changes();
+        Ok(())
+    }
+
     /// At the end of a transaction that may have changed the session: reads the settings and
     /// the pins back from the server, restores startup settings a RESET took away, and tells
     /// the client about parameters that changed on the way.
     async fn refresh_state(&mut self) -> Result<(), SessionError> {
+        if self.state.reach == state::Reach::Everything {
+            return self.refresh_everything().await;
+        }
         let timeout = self.app.config().general.server_reset_timeout;
         let user = self.pool.key.user.clone();
         if self.state.listen_changed {

@@ -125,6 +125,7 @@ impl Tracking<'_> {
             || self.state.recheck_pins
             || self.state.settings_changed
             || self.state.listen_changed
+            || self.state.reach == super::state::Reach::Everything
     }
 
     /// Statement mode: whether a Query or Parse opens a transaction block (the analysis is
@@ -209,7 +210,19 @@ impl Tracking<'_> {
                 }
                 sent
             }
-            (Ok(FrontendMessage::Bind(b)), _) => fwd.bind(run, frame, b.statement),
+            (Ok(FrontendMessage::Bind(b)), _) => {
+                // A statement parsed in an earlier transaction runs again: what it may do to
+                // the session counts again (the Arc is cloned only for such statements).
+                let rerun = fwd.client.get(b.statement).and_then(|s| {
+                    let a = &s.analysis;
+                    (a.may_have_hidden_effects() || a.has_session_effects()).then(|| a.clone())
+                });
+                let sent = fwd.bind(run, frame, b.statement);
+                if let Some(analysis) = rerun {
+                    self.observe(&analysis);
+                }
+                sent
+            }
             (Ok(FrontendMessage::Describe { target: Target::Statement, name }), _) => {
                 fwd.describe_statement(run, frame, name)
             }

@@ -4,6 +4,11 @@
 //! the record. Whether a `SET` took effect (it can fail, or be rolled back with its
 //! transaction) and whether a lock or a `LISTEN` is still held is asked of the server once the
 //! transaction is over, because the server is the only one that knows for sure.
+//!
+//! A function, a `DO` block or a prepared statement run by `EXECUTE` can change the session
+//! without its text showing anything ([`Reach::Everything`]); then the whole record
+//! (settings, role, listened channels and every checkable pin) is read back in one round
+//! trip. Transactions whose text shows all they do pay nothing for this.
 
 use std::fmt::Write;
 
@@ -79,6 +84,16 @@ impl Pins {
     }
 }
 
+/// How much of the session the check at the end of a transaction must read back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Reach {
+    /// What the analysis saw, as the flags of [`SessionState`] say (often nothing).
+    #[default]
+    Seen,
+    /// Something ran whose effects the text does not show: read back everything.
+    Everything,
+}
+
 /// Per-client session state for transaction pooling.
 #[derive(Debug, Default)]
 pub struct SessionState {
@@ -99,6 +114,7 @@ pub struct SessionState {
     /// pgvia follows the client's prepared statements across servers (transaction mode), so
     /// SQL `PREPARE` needs no dedicated server.
     pub statements_followed: bool,
+    pub reach: Reach,
 }
 
 impl SessionState {
@@ -113,6 +129,9 @@ impl SessionState {
         if analysis.is_conservative() {
             // Unreadable SQL may do anything to settings; a refresh costs one round trip.
             self.settings_changed = true;
+        }
+        if analysis.may_have_hidden_effects() {
+            self.reach = Reach::Everything;
         }
         for effect in analysis.session_effects() {
             self.apply(effect);
@@ -168,8 +187,9 @@ impl SessionState {
     }
 
     /// Replaces the pins that can be checked with what the server reports; `LOAD` cannot be
-    /// undone and stays.
-    pub fn set_checked_pins(&mut self, held: &[(PinReason, bool)]) {
+    /// undone and stays. Returns the pins the report added (effects that no text showed).
+    pub fn set_checked_pins(&mut self, held: &[(PinReason, bool)]) -> Pins {
+        let before = self.pins;
         for &(reason, is_held) in held {
             if is_held {
                 self.pins.insert(reason);
@@ -178,6 +198,7 @@ impl SessionState {
             }
         }
         self.recheck_pins = false;
+        Pins(self.pins.0 & !before.0)
     }
 
     /// Takes the server's report of session-level settings as the client's, then puts back
@@ -197,26 +218,47 @@ impl SessionState {
     }
 }
 
+/// The condition that tells whether the server holds what pins for `reason`, or `None` for
+/// a pin the server cannot be asked about (`LOAD`).
+fn pin_condition(reason: PinReason, pool_user: &str) -> Option<String> {
+    use PinReason::*;
+    Some(match reason {
+        AdvisoryLock => "EXISTS (SELECT 1 FROM pg_catalog.pg_locks WHERE locktype = 'advisory' \
+                         AND pid = pg_catalog.pg_backend_pid())"
+            .to_owned(),
+        Listen => "EXISTS (SELECT 1 FROM pg_catalog.pg_listening_channels())".to_owned(),
+        TempTable => {
+            "EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = pg_catalog.pg_my_temp_schema())"
+                .to_owned()
+        }
+        HoldCursor => "EXISTS (SELECT 1 FROM pg_catalog.pg_cursors WHERE is_holdable)".to_owned(),
+        SqlPrepare => "EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements \
+                       WHERE from_sql AND name NOT LIKE 'pgvia\\_%')"
+            .to_owned(),
+        Role => {
+            let mut user = String::new();
+            for c in pool_user.chars() {
+                if c == '\'' {
+                    user.push('\'');
+                }
+                user.push(c);
+            }
+            format!("(current_user <> session_user OR session_user <> '{user}')")
+        }
+        LoadedLibrary => return None,
+    })
+}
+
 /// The query whose one row tells which checkable pins the server still holds, in the order of
 /// [`pin_check_reasons`].
 pub fn pin_check_query(pool_user: &str) -> String {
-    let mut user = String::new();
-    for c in pool_user.chars() {
-        if c == '\'' {
-            user.push('\'');
-        }
-        user.push(c);
-    }
     let mut sql = String::from("SELECT ");
-    let _ = write!(
-        sql,
-        "EXISTS (SELECT 1 FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid()), \
-         EXISTS (SELECT 1 FROM pg_catalog.pg_listening_channels()), \
-         EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = pg_catalog.pg_my_temp_schema()), \
-         EXISTS (SELECT 1 FROM pg_catalog.pg_cursors WHERE is_holdable), \
-         EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements WHERE from_sql AND name NOT LIKE 'pgvia\\_%'), \
-         (current_user <> session_user OR session_user <> '{user}')"
-    );
+    for (i, reason) in pin_check_reasons().into_iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&pin_condition(reason, pool_user).unwrap_or_default());
+    }
     sql
 }
 
@@ -224,6 +266,69 @@ pub fn pin_check_query(pool_user: &str) -> String {
 pub fn pin_check_reasons() -> [PinReason; 6] {
     use PinReason::*;
     [AdvisoryLock, Listen, TempTable, HoldCursor, SqlPrepare, Role]
+}
+
+/// The pins the full check reports on. `LISTEN` is not among them: what the server listens
+/// to moves to the notification hub instead.
+const FULL_CHECK_PINS: [PinReason; 5] = [
+    PinReason::AdvisoryLock,
+    PinReason::TempTable,
+    PinReason::HoldCursor,
+    PinReason::SqlPrepare,
+    PinReason::Role,
+];
+
+/// One query, so one round trip, that reads back everything a transaction may have changed
+/// unseen: a row `('p', <pin index>, 'true'|'false')` per checkable pin, `('s', name, value)`
+/// per session-level setting and `('l', channel, NULL)` per channel the server listens to.
+pub fn full_check_query(pool_user: &str) -> String {
+    let mut sql = String::new();
+    for reason in FULL_CHECK_PINS {
+        let condition = pin_condition(reason, pool_user).unwrap_or_else(|| "false".to_owned());
+        let _ = write!(sql, "SELECT 'p', '{}', ({condition})::text UNION ALL ", reason.index());
+    }
+    sql.push_str(
+        "SELECT 's', name, setting FROM pg_catalog.pg_settings WHERE source = 'session' UNION ALL \
+         SELECT 'l', c, NULL FROM pg_catalog.pg_listening_channels() AS c",
+    );
+    sql
+}
+
+/// What [`full_check_query`] found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ServerReport {
+    pub pins: Vec<(PinReason, bool)>,
+    /// Session-level settings, by name.
+    pub settings: Vec<(String, String)>,
+    pub listening: Vec<String>,
+}
+
+impl ServerReport {
+    /// Reads the rows of [`full_check_query`]; `None` when they are not what it returns.
+    pub fn read(rows: Vec<Vec<Option<String>>>) -> Option<ServerReport> {
+        let mut report = ServerReport::default();
+        for row in rows {
+            let mut row = row.into_iter();
+            let (Some(Some(kind)), Some(Some(name)), Some(value)) = (row.next(), row.next(), row.next())
+            else {
+                return None;
+            };
+            match (kind.as_str(), value) {
+                ("p", Some(held)) => {
+                    let reason = PinReason::ALL.into_iter().find(|r| r.index().to_string() == name)?;
+                    report.pins.push((reason, held == "true"));
+                }
+                ("s", Some(value)) => report.settings.push((name, value)),
+                ("l", _) => report.listening.push(name),
+                _ => return None,
+            }
+        }
+        if report.pins.len() != FULL_CHECK_PINS.len() {
+            return None;
+        }
+        report.settings.sort();
+        Some(report)
+    }
 }
 
 /// The server's session-level settings: what `SET`, `set_config(..., false)` and pgvia's own
@@ -262,6 +367,45 @@ mod tests {
         assert!(t.pins.contains(PinReason::Role));
         t.observe(&analyze("create temp table x (a int)"));
         assert!(t.pins.contains(PinReason::TempTable));
+    }
+
+    #[test]
+    fn hidden_effects_widen_the_check() {
+        let mut s = SessionState::new(vec![]);
+        s.observe(&analyze("SELECT lower('A'), set_config('a.b', 'c', false), pg_advisory_xact_lock(1)"));
+        assert_eq!(s.reach, Reach::Seen, "built-ins whose effects the analysis records");
+        for sql in ["SELECT my_func()", "CALL p()", "DO $$ BEGIN END $$", "EXECUTE s", "SELEC"] {
+            let mut s = SessionState::new(vec![]);
+            s.observe(&analyze(sql));
+            assert_eq!(s.reach, Reach::Everything, "{sql}");
+        }
+    }
+
+    #[test]
+    fn the_full_check_is_read_back() {
+        let text = |v: &str| Some(v.to_owned());
+        let mut rows: Vec<Vec<Option<String>>> = FULL_CHECK_PINS
+            .iter()
+            .map(|r| {
+                vec![
+                    text("p"),
+                    text(&r.index().to_string()),
+                    text(if *r == PinReason::Role { "true" } else { "false" }),
+                ]
+            })
+            .collect();
+        rows.push(vec![text("s"), text("work_mem"), text("8192")]);
+        rows.push(vec![text("s"), text("search_path"), text("x")]);
+        rows.push(vec![text("l"), text("jobs"), None]);
+        let report = ServerReport::read(rows.clone()).expect("a report");
+        assert_eq!(report.settings, [("search_path".into(), "x".into()), ("work_mem".into(), "8192".into())]);
+        assert_eq!(report.listening, ["jobs"]);
+        assert!(report.pins.contains(&(PinReason::Role, true)));
+        assert!(report.pins.contains(&(PinReason::TempTable, false)));
+        assert!(ServerReport::read(rows[1..].to_vec()).is_none(), "a pin row missing");
+        assert!(ServerReport::read(vec![vec![text("x"), text("y"), None]]).is_none());
+        let sql = full_check_query("o'hara");
+        assert!(sql.contains("'o''hara'") && sql.contains("pg_listening_channels"));
     }
 
     #[test]
