@@ -126,13 +126,15 @@ impl App {
         };
         let (phase, _) = watch::channel(Phase::Running);
         let analyzer = route::Analyzer::new(config.analyzer_options())?;
+        let statements = Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default()));
+        set_statement_caps(&statements, &config);
         Ok(Arc::new(Self {
             analyzer,
             snapshot: ArcSwap::from_pointee(Snapshot::new(config)?),
             pools: Pools::default(),
             hosts: Mutex::new(HashMap::new()),
             notify: crate::notify::Hubs::default(),
-            statements: Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default())),
+            statements,
             cancels: Arc::new(CancelRegistry::default()),
             clients: Arc::new(ClientRegistry::default()),
             tls,
@@ -158,6 +160,7 @@ impl App {
 
     /// Puts a new configuration in place (reload); sessions see it at their next read.
     pub(crate) fn swap_snapshot(&self, snapshot: Snapshot) {
+        set_statement_caps(&self.statements, &snapshot.config);
         self.snapshot.store(Arc::new(snapshot));
     }
 
@@ -462,4 +465,12 @@ impl Drop for SessionGuard {
             self.app.sessions_done.notify_waiters();
         }
     }
+}
+
+/// The prepared-statement caps of `[general]`, applied at start and by every reload.
+fn set_statement_caps(registry: &crate::prepared::Registry, config: &Config) {
+    let g = &config.general;
+    registry
+        .caps
+        .set(g.max_prepared_statements_per_client as usize, g.max_prepared_statements_total as usize);
 }
