@@ -267,6 +267,17 @@ impl Forward<'_> {
         Sent::Replaced
     }
 
+    /// A query of several statements that names pgvia's statements (see
+    /// [`reserved_name_error`]): refused whole, with `error`, the server failing in its place.
+    pub fn refuse_query(&mut self, run: &[u8], error: Bytes) -> Sent {
+        if self.server.tracker.is_skipping() {
+            self.server.tracker.client_sent(tag::QUERY, &[]);
+            return Sent::AsIs;
+        }
+        fail_query(&mut self.server, self.out, run, error);
+        Sent::Replaced
+    }
+
     /// SQL `DEALLOCATE name` (or `ALL` when `None`): only the client's names go; the server
     /// keeps its statements for other clients, and pgvia answers.
     pub fn deallocate_sql(&mut self, run: &[u8], name: Option<&str>) -> Sent {
@@ -446,6 +457,26 @@ fn error_frame(code: SqlState, message: &str) -> Bytes {
 fn no_such_statement(name: &str) -> Bytes {
     let message = format!("prepared statement \"{name}\" does not exist");
     error_frame(SqlState::INVALID_SQL_STATEMENT_NAME, &message)
+}
+
+/// A query of several statements goes to the server as it came, names unchanged, so one
+/// that `EXECUTE`s or `DEALLOCATE`s a name of pgvia's would reach the statement other
+/// clients use, and a `PREPARE` of one would take the name from pgvia. Such a query is
+/// refused whole, with the error PostgreSQL gives that statement: 26000 for the first two
+/// (the client has no statement of that name on the server), 42P05 for `PREPARE` (pgvia
+/// holds that name there). Unlike PostgreSQL, the statements before it do not run.
+pub fn reserved_name_error(analysis: &route::Analysis) -> Option<Bytes> {
+    analysis.statements().find_map(|s| {
+        let name = s.name().filter(|n| is_reserved_name(n))?;
+        match s.kind() {
+            route::StatementKind::Execute | route::StatementKind::Deallocate => Some(no_such_statement(name)),
+            route::StatementKind::Prepare => {
+                let message = format!("prepared statement \"{name}\" already exists");
+                Some(error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message))
+            }
+            _ => None,
+        }
+    })
 }
 
 fn limit_error(limit: StatementLimit) -> Bytes {
