@@ -58,7 +58,9 @@ fn pgvia_clients(threads: usize, analyzer: &route::Analyzer) -> Vec<std::sync::M
             let mut server = ServerStatements::new(Some(registry.clone()), NAMES * 2);
             for (i, name) in names().iter().enumerate() {
                 let sql = format!("SELECT abalance FROM pgbench_accounts WHERE aid = $1 + {i}");
-                let stmt = statements.resolve(sql.as_bytes(), Oids::new(&[]), || analyzer.analyze(&sql, &[]));
+                let stmt = statements
+                    .resolve(sql.as_bytes(), Oids::new(&[]), || analyzer.analyze(&sql, &[]))
+                    .expect("below the caps");
                 server.insert(&stmt);
                 statements.bind_name(name, stmt).expect("fresh name");
             }
@@ -76,7 +78,9 @@ fn global_map(threads: usize, analyzer: &route::Analyzer) -> GlobalMap {
     for t in 0..threads {
         for (i, name) in names().iter().enumerate() {
             let sql = format!("SELECT abalance FROM pgbench_accounts WHERE aid = $1 + {i}");
-            let stmt = client.resolve(sql.as_bytes(), Oids::new(&[]), || analyzer.analyze(&sql, &[]));
+            let stmt = client
+                .resolve(sql.as_bytes(), Oids::new(&[]), || analyzer.analyze(&sql, &[]))
+                .expect("below the caps");
             map.insert((t, name.clone()), stmt);
         }
     }

@@ -126,13 +126,15 @@ impl App {
         };
         let (phase, _) = watch::channel(Phase::Running);
         let analyzer = route::Analyzer::new(config.analyzer_options())?;
+        let statements = Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default()));
+        set_statement_caps(&statements, &config);
         Ok(Arc::new(Self {
             analyzer,
             snapshot: ArcSwap::from_pointee(Snapshot::new(config)?),
             pools: Pools::default(),
             hosts: Mutex::new(HashMap::new()),
             notify: crate::notify::Hubs::default(),
-            statements: Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default())),
+            statements,
             cancels: Arc::new(CancelRegistry::default()),
             clients: Arc::new(ClientRegistry::default()),
             tls,
@@ -158,6 +160,7 @@ impl App {
 
     /// Puts a new configuration in place (reload); sessions see it at their next read.
     pub(crate) fn swap_snapshot(&self, snapshot: Snapshot) {
+        set_statement_caps(&self.statements, &snapshot.config);
         self.snapshot.store(Arc::new(snapshot));
     }
 
@@ -504,4 +507,36 @@ impl Drop for SessionGuard {
             self.app.sessions_done.notify_waiters();
         }
     }
+}
+
+/// The prepared-statement caps of `[general]`, applied at start and by every reload.
+fn set_statement_caps(registry: &crate::prepared::Registry, config: &Config) {
+    let g = &config.general;
+    registry
+        .caps
+        .set(g.max_prepared_statements_per_client as usize, g.max_prepared_statements_total as usize);
+}
+
+/// Stack every runtime thread starts with, before the analysis's share.
+const BASE_STACK: usize = 2 * 1024 * 1024;
+/// Stack one level of analysed nesting may take. Measured (`route`'s walk of left-deep
+/// `1 + 1 + ...`, the deepest shape PostgreSQL's grammar lets through, and of nested
+/// subqueries, `CASE` and function calls): about 1 KiB a level in a debug build, 160 bytes
+/// in a release build. Sized for the debug build, so the tests, which run debug builds on
+/// the same stacks, are the conservative case; the unused part is address space only.
+const STACK_PER_NESTING_LEVEL: usize = 1536;
+
+/// The stack size of the runtime's threads for a configuration: enough for the SQL analysis
+/// to walk `[analysis] max_nesting` levels (its documented maximum included) on top of what
+/// a session needs, so no query can overflow a worker's stack and take the process down.
+pub fn worker_stack_size(config: &Config) -> usize {
+    BASE_STACK + config.analysis.max_nesting as usize * STACK_PER_NESTING_LEVEL
+}
+
+/// The runtime pgvia runs on, with [`worker_stack_size`] stacks.
+pub fn runtime(config: &Config) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(worker_stack_size(config))
+        .build()
 }

@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         }
     };
     pgvia::logging::init(&config.general.log_level, config.general.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match pgvia::app::runtime(&config) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("pgvia: cannot start the runtime: {e}");

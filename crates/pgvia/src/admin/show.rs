@@ -368,6 +368,18 @@ fn config_rows(c: &Config) -> Vec<(String, String, String, bool)> {
         ("log_connections", g.log_connections.to_string(), d.log_connections.to_string(), true),
         ("slow_query_threshold", dur(g.slow_query_threshold), dur(d.slow_query_threshold), true),
         ("fallback_idle_timeout", dur(g.fallback_idle_timeout), dur(d.fallback_idle_timeout), true),
+        (
+            "max_prepared_statements_per_client",
+            g.max_prepared_statements_per_client.to_string(),
+            d.max_prepared_statements_per_client.to_string(),
+            true,
+        ),
+        (
+            "max_prepared_statements_total",
+            g.max_prepared_statements_total.to_string(),
+            d.max_prepared_statements_total.to_string(),
+            true,
+        ),
         ("metrics_listen", opt(&g.metrics_listen), opt(&d.metrics_listen), false),
         ("pool.pool_mode", p.pool_mode.to_string(), pd.pool_mode.to_string(), true),
         ("pool.pool_size", p.pool_size.to_string(), pd.pool_size.to_string(), true),

@@ -144,6 +144,14 @@ pub struct General {
     /// that database for this long. Default `"1h"`.
     #[serde(deserialize_with = "values::duration")]
     pub fallback_idle_timeout: Duration,
+    /// Most prepared statements one client may name at once (protocol Parse and SQL
+    /// `PREPARE`) in pools that follow statements across servers; past it a new name is
+    /// refused with SQLSTATE 53400 and the session goes on. Default 10000, at least 1.
+    pub max_prepared_statements_per_client: u32,
+    /// Most distinct prepared statements pgvia keeps for all those clients together; past
+    /// it, statements nobody uses any more are dropped, and a new one is refused with 53400
+    /// when none can be. Default 100000, at least 1.
+    pub max_prepared_statements_total: u32,
 }
 
 /// How log lines are written.
@@ -177,6 +185,8 @@ impl Default for General {
             log_connections: true,
             slow_query_threshold: Duration::ZERO,
             fallback_idle_timeout: Duration::from_secs(3600),
+            max_prepared_statements_per_client: crate::prepared::Caps::DEFAULT_PER_CLIENT as u32,
+            max_prepared_statements_total: crate::prepared::Caps::DEFAULT_TOTAL as u32,
         }
     }
 }

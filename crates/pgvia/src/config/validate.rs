@@ -60,6 +60,14 @@ impl Validator {
         if g.max_client_connections == 0 {
             self.report("general.max_client_connections", "must be at least 1");
         }
+        for (key, cap) in [
+            ("max_prepared_statements_per_client", g.max_prepared_statements_per_client),
+            ("max_prepared_statements_total", g.max_prepared_statements_total),
+        ] {
+            if cap == 0 {
+                self.report(format!("general.{key}"), "must be at least 1");
+            }
+        }
         if g.max_message_size < 1024 || g.max_message_size > i32::MAX as u32 {
             self.report(
                 "general.max_message_size",

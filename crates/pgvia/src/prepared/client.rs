@@ -4,11 +4,22 @@
 //! with the session; dropping it gives back the references it took.
 
 use std::collections::HashMap;
+use std::hash::RandomState;
 use std::sync::Arc;
 
-use super::registry::{statement_hash, Registry, Statement};
+use super::registry::{Registry, Statement, StatementLimit, SERVER_NAME_PREFIX};
 
-type Names = HashMap<Box<str>, Arc<Statement>, foldhash::fast::FixedState>;
+/// Keyed by names the client chooses, so hashed with a random seed: a client cannot pick
+/// names that all land in one bucket.
+type Names = HashMap<Box<str>, Arc<Statement>, RandomState>;
+
+/// Whether `name` has the shape of pgvia's own statement names (`pgvia_<digits>`). A client
+/// that names one it has not prepared itself must get PostgreSQL's "does not exist", never
+/// reach the statement pgvia made on the server for others.
+pub fn is_reserved_name(name: &str) -> bool {
+    name.strip_prefix(SERVER_NAME_PREFIX)
+        .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+}
 
 /// How many recently parsed statements a client remembers by identity, so re-parsing the same
 /// text (a driver's unnamed statement, a new name for a known query) takes no lock.
@@ -53,6 +64,19 @@ impl ClientStatements {
         }
     }
 
+    /// Whether the client may bind `name` by a Parse or `PREPARE`: a new name past
+    /// `max_prepared_statements_per_client` is refused. Checked before the statement is
+    /// resolved, so a refused one costs no analysis and no lock. (A name in use is let
+    /// through: it gets PostgreSQL's 42P05 from [`Self::bind_name`].)
+    pub fn admit(&self, name: &str) -> Result<(), StatementLimit> {
+        let cap = self.registry.caps.per_client();
+        if name.is_empty() || self.named.len() < cap || self.named.contains_key(name) {
+            Ok(())
+        } else {
+            Err(StatementLimit::PerClient(cap))
+        }
+    }
+
     /// Finds or registers the statement for a Parse, in three tiers: this client's recent
     /// statements (no lock), the registry (read lock), a new registration (write lock).
     pub fn resolve(
@@ -60,19 +84,19 @@ impl ClientStatements {
         query: &[u8],
         param_types: wire::frontend::Oids<'_>,
         analyze: impl FnOnce() -> Arc<route::Analysis>,
-    ) -> Arc<Statement> {
-        let hash = statement_hash(query, param_types);
+    ) -> Result<Arc<Statement>, StatementLimit> {
+        let hash = self.registry.hash(query, param_types);
         let recent = self.recent.iter().flatten().find(|s| s.matches(hash, query, param_types));
         if let Some(found) = recent {
             self.registry.stats.client_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let found = found.clone();
             self.registry.add_client_ref(&found);
-            return found;
+            return Ok(found);
         }
-        let stmt = self.registry.acquire(query, param_types, hash, analyze);
+        let stmt = self.registry.acquire(query, param_types, hash, analyze)?;
         self.recent[self.next_recent] = Some(stmt.clone());
         self.next_recent = (self.next_recent + 1) % RECENT;
-        stmt
+        Ok(stmt)
     }
 
     /// Maps `name` to `stmt`, whose client reference the caller took (by [`Self::resolve`]).

@@ -17,7 +17,7 @@ use super::ServerStatements;
 use std::ops::Range;
 
 use super::sql::{with_name, SQL_PREPARE_KEY};
-use super::{ClientEffect, ClientStatements, ServerEffect, Statement};
+use super::{is_reserved_name, ClientEffect, ClientStatements, ServerEffect, Statement, StatementLimit};
 use crate::server::tracker::{Answer, Pending, Replies, ReplyTracker, Request};
 use wire::backend::TransactionStatus;
 
@@ -56,15 +56,25 @@ impl Forward<'_> {
             return (Sent::AsIs, None);
         }
         let analyzer = self.analyzer;
-        let stmt = self.client.resolve(p.query, p.param_types, || {
-            let oids: Vec<u32> = p.param_types.iter().collect();
-            analyzer.analyze_bytes(p.query, &oids)
+        let resolved = self.client.admit(p.name).and_then(|()| {
+            self.client.resolve(p.query, p.param_types, || {
+                let oids: Vec<u32> = p.param_types.iter().collect();
+                analyzer.analyze_bytes(p.query, &oids)
+            })
         });
+        let stmt = match resolved {
+            Ok(stmt) => stmt,
+            Err(limit) => {
+                fail(&mut self.server, self.out, run, limit_error(limit));
+                return (Sent::Replaced, None);
+            }
+        };
         let prev = match self.client.bind_name(p.name, stmt.clone()) {
             Ok(prev) => prev,
             Err(super::DuplicateName) => {
                 let message = format!("prepared statement \"{}\" already exists", p.name);
-                fail(&mut self.server, self.out, run, SqlState::DUPLICATE_PREPARED_STATEMENT, &message);
+                let error = error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message);
+                fail(&mut self.server, self.out, run, error);
                 return (Sent::Replaced, None);
             }
         };
@@ -181,12 +191,22 @@ impl Forward<'_> {
         }
         let key = format!("{SQL_PREPARE_KEY}{}", &sql[span.end..]);
         let analyzer = self.analyzer;
-        let stmt = self.client.resolve(key.as_bytes(), Oids::new(&[]), || analyzer.analyze(sql, &[]));
+        let resolved = self.client.admit(name).and_then(|()| {
+            self.client.resolve(key.as_bytes(), Oids::new(&[]), || analyzer.analyze(sql, &[]))
+        });
+        let stmt = match resolved {
+            Ok(stmt) => stmt,
+            Err(limit) => {
+                fail_query(&mut self.server, self.out, run, limit_error(limit));
+                return Sent::Replaced;
+            }
+        };
         let prev = match self.client.bind_name(name, stmt.clone()) {
             Ok(prev) => prev,
             Err(super::DuplicateName) => {
                 let message = format!("prepared statement \"{name}\" already exists");
-                fail_query(&mut self.server, self.out, run, &message);
+                let error = error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message);
+                fail_query(&mut self.server, self.out, run, error);
                 return Sent::Replaced;
             }
         };
@@ -220,6 +240,10 @@ impl Forward<'_> {
         let server = &mut self.server;
         let stmt = match self.client.get(name) {
             Some(s) if !server.tracker.is_skipping() => s,
+            None if is_reserved_name(name) && !server.tracker.is_skipping() => {
+                fail_query(server, self.out, run, no_such_statement(name));
+                return Sent::Replaced;
+            }
             _ => {
                 server.tracker.client_sent(tag::QUERY, &[]);
                 return Sent::AsIs;
@@ -242,6 +266,17 @@ impl Forward<'_> {
         Sent::Replaced
     }
 
+    /// A query of several statements that names pgvia's statements (see
+    /// [`reserved_name_error`]): refused whole, with `error`, the server failing in its place.
+    pub fn refuse_query(&mut self, run: &[u8], error: Bytes) -> Sent {
+        if self.server.tracker.is_skipping() {
+            self.server.tracker.client_sent(tag::QUERY, &[]);
+            return Sent::AsIs;
+        }
+        fail_query(&mut self.server, self.out, run, error);
+        Sent::Replaced
+    }
+
     /// SQL `DEALLOCATE name` (or `ALL` when `None`): only the client's names go; the server
     /// keeps its statements for other clients, and pgvia answers.
     pub fn deallocate_sql(&mut self, run: &[u8], name: Option<&str>) -> Sent {
@@ -256,6 +291,11 @@ impl Forward<'_> {
             }
             Some(name) => match self.client.unbind(name) {
                 Some(stmt) => ("DEALLOCATE", Some(ClientEffect::Closed { name: name.into(), stmt })),
+                // pgvia's own statement, which other clients use: unknown to this client.
+                None if is_reserved_name(name) => {
+                    fail_query(&mut self.server, self.out, run, no_such_statement(name));
+                    return Sent::Replaced;
+                }
                 // The server reports the unknown name as PostgreSQL would.
                 None => {
                     self.server.tracker.client_sent(tag::QUERY, &[]);
@@ -296,13 +336,13 @@ impl Forward<'_> {
             // A name the client never prepared: the server reports it as PostgreSQL would,
             // except that an unnamed slot holding someone else's statement must not be used.
             None if name.is_empty() && server.statements.unnamed.is_some() => {
-                fail(
-                    server,
-                    out,
-                    run,
-                    SqlState::INVALID_SQL_STATEMENT_NAME,
-                    "unnamed prepared statement does not exist",
-                );
+                let message = "unnamed prepared statement does not exist";
+                fail(server, out, run, error_frame(SqlState::INVALID_SQL_STATEMENT_NAME, message));
+                return Sent::Replaced;
+            }
+            // pgvia's name for a statement of other clients: unknown to this one.
+            None if is_reserved_name(name) && !server.tracker.is_skipping() => {
+                fail(server, out, run, no_such_statement(name));
                 return Sent::Replaced;
             }
             _ => {
@@ -405,15 +445,52 @@ fn send_query(server: &mut ServerSide<'_>, out: &mut BytesMut, sql: &str) {
     server.statements.unnamed = None;
 }
 
+/// An ErrorResponse frame.
+fn error_frame(code: SqlState, message: &str) -> Bytes {
+    let mut error = BytesMut::new();
+    ErrorFields::error(code, message).write(&mut error);
+    error.freeze()
+}
+
+/// PostgreSQL's error for a statement name it does not know.
+fn no_such_statement(name: &str) -> Bytes {
+    let message = format!("prepared statement \"{name}\" does not exist");
+    error_frame(SqlState::INVALID_SQL_STATEMENT_NAME, &message)
+}
+
+/// A query of several statements goes to the server as it came, names unchanged, so one
+/// that `EXECUTE`s or `DEALLOCATE`s a name of pgvia's would reach the statement other
+/// clients use, and a `PREPARE` of one would take the name from pgvia. Such a query is
+/// refused whole, with the error PostgreSQL gives that statement: 26000 for the first two
+/// (the client has no statement of that name on the server), 42P05 for `PREPARE` (pgvia
+/// holds that name there). Unlike PostgreSQL, the statements before it do not run.
+pub fn reserved_name_error(analysis: &route::Analysis) -> Option<Bytes> {
+    analysis.statements().find_map(|s| {
+        let name = s.name().filter(|n| is_reserved_name(n))?;
+        match s.kind() {
+            route::StatementKind::Execute | route::StatementKind::Deallocate => Some(no_such_statement(name)),
+            route::StatementKind::Prepare => {
+                let message = format!("prepared statement \"{name}\" already exists");
+                Some(error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message))
+            }
+            _ => None,
+        }
+    })
+}
+
+fn limit_error(limit: StatementLimit) -> Bytes {
+    let mut error = BytesMut::new();
+    limit.write_error(&mut error);
+    error.freeze()
+}
+
 /// As [`fail`], for a simple query: a `DEALLOCATE` of a name no statement has.
-fn fail_query(server: &mut ServerSide<'_>, out: &mut BytesMut, run: &[u8], message: &str) {
+fn fail_query(server: &mut ServerSide<'_>, out: &mut BytesMut, run: &[u8], error: Bytes) {
     out.extend_from_slice(run);
     send_query(server, out, "DEALLOCATE pgvia_0");
-    let mut error = BytesMut::new();
-    ErrorFields::error(SqlState::DUPLICATE_PREPARED_STATEMENT, message).write(&mut error);
     server.tracker.push(Pending {
         request: Request::Query,
-        replies: Replies::ReplaceError(Bytes::from(error)),
+        replies: Replies::ReplaceError(error),
         server_effect: None,
         client_effect: None,
     });
@@ -421,18 +498,16 @@ fn fail_query(server: &mut ServerSide<'_>, out: &mut BytesMut, run: &[u8], messa
 
 /// Makes the server fail in the client message's place, so it skips to the next Sync and
 /// aborts an open transaction exactly as for the client's own error, and gives the client
-/// the error PostgreSQL would have given.
-fn fail(server: &mut ServerSide<'_>, out: &mut BytesMut, run: &[u8], code: SqlState, message: &str) {
+/// `error`, the one PostgreSQL would have given (or pgvia's own, for a cap).
+fn fail(server: &mut ServerSide<'_>, out: &mut BytesMut, run: &[u8], error: Bytes) {
     out.extend_from_slice(run);
     out.put_u8(tag::DESCRIBE);
     out.put_i32((4 + 1 + NO_SUCH_STATEMENT.len()) as i32);
     out.put_u8(b'S');
     out.put_slice(NO_SUCH_STATEMENT);
-    let mut error = BytesMut::new();
-    ErrorFields::error(code, message).write(&mut error);
     server.tracker.push(Pending {
         request: Request::DescribeStatement { params_seen: false },
-        replies: Replies::ReplaceError(Bytes::from(error)),
+        replies: Replies::ReplaceError(error),
         server_effect: None,
         client_effect: None,
     });

@@ -12,6 +12,8 @@
 
 mod client;
 pub mod forward;
+#[cfg(test)]
+mod limits_tests;
 mod registry;
 pub mod replay;
 mod server;
@@ -21,8 +23,10 @@ mod tests;
 
 use std::sync::Arc;
 
-pub use client::{ClientStatements, DuplicateName};
-pub use registry::{PurgePolicy, Registry, RegistrySnapshot, Statement, SERVER_NAME_PREFIX};
+pub use client::{is_reserved_name, ClientStatements, DuplicateName};
+pub use registry::{
+    Caps, PurgePolicy, Registry, RegistrySnapshot, Statement, StatementLimit, SERVER_NAME_PREFIX,
+};
 pub use server::ServerStatements;
 
 use crate::server::tracker::Finished;

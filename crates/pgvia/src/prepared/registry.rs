@@ -5,9 +5,16 @@
 //! [`super::ClientStatements`]) does not already have the statement: a read lock to find a
 //! statement someone else registered, a write lock to register a new one. Bind, Describe,
 //! Execute and Close never come here.
+//!
+//! Statement texts and parameter types come from clients, so the hash is keyed with a
+//! random per-process seed: with a known seed, three parameter types chosen for it make
+//! every statement hash alike (foldhash folds the sponge holding them with `seeds[0]`, and a
+//! product with zero forgets the query), and every registration would scan one bucket.
+//! Both the number of statements one client names and the number the registry holds are
+//! capped ([`Caps`]).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -118,15 +125,70 @@ impl Statement {
     }
 }
 
-/// Hashes a statement's identity: its text and its declared parameter types.
-pub fn statement_hash(query: &[u8], param_types: wire::reader::Oids<'_>) -> u64 {
-    let mut h = foldhash::fast::FixedState::with_seed(0x7067_7669_6120_7073).build_hasher();
-    h.write(query);
-    h.write_usize(param_types.len());
-    for oid in param_types.iter() {
-        h.write_u32(oid);
+/// How many prepared statements one client may name, and the registry may hold. Atomics,
+/// so a reload changes them for every session at once.
+#[derive(Debug)]
+pub struct Caps {
+    per_client: AtomicUsize,
+    total: AtomicUsize,
+}
+
+impl Caps {
+    /// The defaults of `max_prepared_statements_per_client` and
+    /// `max_prepared_statements_total`.
+    pub const DEFAULT_PER_CLIENT: usize = 10_000;
+    pub const DEFAULT_TOTAL: usize = 100_000;
+
+    pub fn set(&self, per_client: usize, total: usize) {
+        self.per_client.store(per_client, Ordering::Relaxed);
+        self.total.store(total, Ordering::Relaxed);
     }
-    h.finish()
+
+    pub fn per_client(&self) -> usize {
+        self.per_client.load(Ordering::Relaxed)
+    }
+
+    pub fn total(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Self {
+            per_client: AtomicUsize::new(Self::DEFAULT_PER_CLIENT),
+            total: AtomicUsize::new(Self::DEFAULT_TOTAL),
+        }
+    }
+}
+
+/// A statement refused because a cap is reached. The session goes on: the client gets an
+/// error in the Parse's (or `PREPARE`'s) place, as for any failed Parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StatementLimit {
+    #[error("too many prepared statements in this session (max_prepared_statements_per_client = {0})")]
+    PerClient(usize),
+    #[error("too many prepared statements in pgvia (max_prepared_statements_total = {0})")]
+    Total(usize),
+}
+
+impl StatementLimit {
+    pub const SQLSTATE: wire::sqlstate::SqlState = wire::sqlstate::SqlState::CONFIGURATION_LIMIT_EXCEEDED;
+
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::PerClient(_) => {
+                "Close or DEALLOCATE statements no longer needed, or raise max_prepared_statements_per_client in pgvia's configuration."
+            }
+            Self::Total(_) => "Raise max_prepared_statements_total in pgvia's configuration.",
+        }
+    }
+
+    /// The ErrorResponse the client gets.
+    pub fn write_error(&self, out: &mut BytesMut) {
+        let message = self.to_string();
+        wire::build::ErrorFields::error(Self::SQLSTATE, &message).with_hint(self.hint()).write(out);
+    }
 }
 
 /// When the registry may drop statements nobody references.
@@ -185,10 +247,13 @@ pub struct RegistrySnapshot {
 }
 
 /// Collisions of the 64-bit hash are kept side by side.
-type Buckets = HashMap<u64, Vec<Arc<Statement>>, foldhash::fast::FixedState>;
+type Buckets = HashMap<u64, Vec<Arc<Statement>>, foldhash::fast::RandomState>;
 
 pub struct Registry {
     map: RwLock<Buckets>,
+    /// Keys [`Self::hash`] with this process's own random seed (SipHash-1-3).
+    seed: RandomState,
+    pub caps: Caps,
     next_id: AtomicU64,
     /// Statement count and unreferenced count, readable without the lock for the purge
     /// pre-check.
@@ -205,6 +270,8 @@ impl Registry {
     pub fn new(policy: PurgePolicy) -> Self {
         Self {
             map: RwLock::new(Buckets::default()),
+            seed: RandomState::new(),
+            caps: Caps::default(),
             next_id: AtomicU64::new(1),
             len: AtomicUsize::new(0),
             unreferenced: AtomicUsize::new(0),
@@ -215,24 +282,37 @@ impl Registry {
         }
     }
 
+    /// Hashes a statement's identity: its text and its declared parameter types.
+    pub fn hash(&self, query: &[u8], param_types: wire::reader::Oids<'_>) -> u64 {
+        let mut h = self.seed.build_hasher();
+        h.write(query);
+        h.write_usize(param_types.len());
+        for oid in param_types.iter() {
+            h.write_u32(oid);
+        }
+        h.finish()
+    }
+
     /// The statement for this text and these parameter types, registered if new, with one
-    /// client reference taken for the caller. `analyze` runs only for a new statement.
+    /// client reference taken for the caller. `analyze` runs only for a new statement, and a
+    /// new one is refused while the registry holds `max_prepared_statements_total`.
     pub fn acquire(
         &self,
         query: &[u8],
         param_types: wire::reader::Oids<'_>,
         hash: u64,
         analyze: impl FnOnce() -> Arc<route::Analysis>,
-    ) -> Arc<Statement> {
+    ) -> Result<Arc<Statement>, StatementLimit> {
         {
             let map = self.map.read().unwrap_or_else(|e| e.into_inner());
             if let Some(found) = find(&map, hash, query, param_types) {
                 // Taken under the read lock, so a purge (which needs the write lock) sees it.
                 self.add_ref(&found, CLIENT_REF);
                 self.stats.registry_hits.fetch_add(1, Ordering::Relaxed);
-                return found;
+                return Ok(found);
             }
         }
+        self.make_room()?;
         // Analyse outside the lock; a concurrent registration of the same statement wins.
         let analysis = analyze();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -262,7 +342,33 @@ impl Registry {
             }
         };
         self.maybe_purge();
-        stmt
+        Ok(stmt)
+    }
+
+    /// Below the total cap, or brought below it by dropping unreferenced statements. A purge
+    /// costs a pass over the registry under the write lock, so at the cap it runs only when it
+    /// frees an eighth of the cap (amortised: constant work per registration) or when the
+    /// purge interval has passed; otherwise the statement is refused.
+    fn make_room(&self) -> Result<(), StatementLimit> {
+        let total = self.caps.total();
+        if self.len.load(Ordering::Relaxed) < total {
+            return Ok(());
+        }
+        let unreferenced = self.unreferenced.load(Ordering::Relaxed);
+        let now_ms = self.created.elapsed().as_millis() as u64;
+        let last = self.last_purge_ms.load(Ordering::Relaxed);
+        let due = now_ms.saturating_sub(last) >= self.policy.min_interval.as_millis() as u64;
+        if unreferenced > 0
+            && (unreferenced >= total / 8 || due)
+            && self.last_purge_ms.compare_exchange(last, now_ms, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        {
+            self.purge_unreferenced();
+        }
+        if self.len.load(Ordering::Relaxed) < total {
+            Ok(())
+        } else {
+            Err(StatementLimit::Total(total))
+        }
     }
 
     /// Takes a reference of the given kind on a statement the caller already holds.

@@ -25,7 +25,7 @@ fn no_types() -> Oids<'static> {
 }
 
 fn resolve(client: &mut ClientStatements, a: &route::Analyzer, sql: &str) -> Arc<Statement> {
-    client.resolve(sql.as_bytes(), no_types(), || a.analyze(sql, &[]))
+    client.resolve(sql.as_bytes(), no_types(), || a.analyze(sql, &[])).expect("below the caps")
 }
 
 #[test]
@@ -45,7 +45,9 @@ fn parse_resolves_in_three_tiers() {
     assert_eq!(reg.snapshot().registry_hits, 1, "another client's statement is found under the read lock");
     assert_eq!(reg.snapshot().statements, 1);
     // Same text, different declared parameter types: a different statement.
-    let typed = alice.resolve(b"SELECT 1", Oids::new(&23u32.to_be_bytes()), || a.analyze("SELECT 1", &[23]));
+    let typed = alice
+        .resolve(b"SELECT 1", Oids::new(&23u32.to_be_bytes()), || a.analyze("SELECT 1", &[23]))
+        .expect("below the caps");
     assert!(!Arc::ptr_eq(&first, &typed));
     assert_eq!(first.client_refs(), 3);
     for s in [&first, &again, &other, &typed] {

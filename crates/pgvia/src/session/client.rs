@@ -33,6 +33,11 @@ use crate::server::tracker::{Pending, Replies, Request};
 use crate::server::ServerParams;
 use crate::server::CANCEL_SETTLE;
 
+/// Bytes of answers pgvia gave without a server that may wait for the client to read them
+/// before pgvia stops reading its socket (as PostgreSQL stops reading a client that does not
+/// read its replies).
+const LOCAL_ANSWERS_PENDING: usize = 1024 * 1024;
+
 /// A transaction-control statement pgvia answers itself while the client holds no server.
 enum Local {
     /// A lone `BEGIN`/`START TRANSACTION`: the server is taken at the first real statement, so
@@ -324,12 +329,17 @@ impl Session<'_> {
                         }
                         _ => None,
                     };
+                    // Answers without a server come without a read of the socket per
+                    // message: charge each to the task's budget, so a client pipelining
+                    // them (a flood of lone prepares) yields its worker now and then.
                     if local.is_none() && self.answer_statement_command(len) {
+                        tokio::task::consume_budget().await;
                         continue;
                     }
                     match local {
                         Some(local) => {
                             self.answer_locally(local, len);
+                            tokio::task::consume_budget().await;
                             continue;
                         }
                         // Where a batch runs is decided on the whole batch: read on.
@@ -369,7 +379,11 @@ impl Session<'_> {
                 wait = self.timers.expired(), if self.timers.armed() => {
                     return Some(RelayEnd::Error(self.timers.closing_error(wait)));
                 }
-                r = reader.read_buf(&mut self.bufs.from_client) => match r {
+                // A client that sends without reading what pgvia answered locally is not
+                // read further until it does: its answers cannot pile up without bound.
+                r = reader.read_buf(&mut self.bufs.from_client),
+                    if self.bufs.to_client.len() < LOCAL_ANSWERS_PENDING =>
+                match r {
                     Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
                     Ok(n) => {
                         self.bufs.meter.from_client(n);

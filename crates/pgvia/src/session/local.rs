@@ -43,10 +43,23 @@ impl Session<'_> {
             return false;
         }
         let analyzer = &self.app.analyzer;
-        let stmt = statements.resolve(p.query, p.param_types, || {
-            let oids: Vec<u32> = p.param_types.iter().collect();
-            analyzer.analyze_bytes(p.query, &oids)
+        let resolved = statements.admit(p.name).and_then(|()| {
+            statements.resolve(p.query, p.param_types, || {
+                let oids: Vec<u32> = p.param_types.iter().collect();
+                analyzer.analyze_bytes(p.query, &oids)
+            })
         });
+        let stmt = match resolved {
+            Ok(stmt) => stmt,
+            // Refused as PostgreSQL refuses a Parse: an error, and the session goes on. This
+            // is what a flood of prepares meets, so it costs no server and no analysis.
+            Err(limit) => {
+                self.bufs.from_client.advance(parse_len + 5);
+                limit.write_error(&mut self.bufs.to_client);
+                wire::build::ready_for_query(&mut self.bufs.to_client, TransactionStatus::Idle.as_byte());
+                return true;
+            }
+        };
         if stmt.analysis.is_conservative() {
             statements.release(&stmt);
             return false;
@@ -80,7 +93,14 @@ impl Session<'_> {
                     return false;
                 }
                 let key = format!("{SQL_PREPARE_KEY}{}", &sql[span.end..]);
-                let stmt = statements.resolve(key.as_bytes(), Oids::new(&[]), || analysis.clone());
+                // Past a cap, the relay reports it (in order, and failing an open
+                // transaction as PostgreSQL would).
+                let Ok(stmt) = statements
+                    .admit(name)
+                    .and_then(|()| statements.resolve(key.as_bytes(), Oids::new(&[]), || analysis.clone()))
+                else {
+                    return false;
+                };
                 if statements.bind_name(name, stmt).is_err() {
                     return false;
                 }

@@ -19,7 +19,7 @@ use super::timeouts::{Timers, Wait};
 use crate::app::Phase;
 use crate::net::ClientStream;
 use crate::pool::Pool;
-use crate::prepared::forward::{write_answer, Forward, Sent, ServerSide};
+use crate::prepared::forward::{reserved_name_error, write_answer, Forward, Sent, ServerSide};
 use crate::prepared::sql::SqlStatement;
 use crate::prepared::ClientStatements;
 use crate::routing::decide::analyze_parse;
@@ -243,13 +243,16 @@ impl Tracking<'_> {
                         fwd.execute_sql(run, sql, name, span)
                     }
                     Some((_, SqlStatement::Deallocate { name })) => fwd.deallocate_sql(run, name),
-                    None => {
-                        if forgets_statements(&analysis) {
-                            fwd.forget_all();
+                    None => match reserved_name_error(&analysis) {
+                        Some(error) => fwd.refuse_query(run, error),
+                        None => {
+                            if forgets_statements(&analysis) {
+                                fwd.forget_all();
+                            }
+                            fwd.server.tracker.client_sent(tag, body);
+                            Sent::AsIs
                         }
-                        fwd.server.tracker.client_sent(tag, body);
-                        Sent::AsIs
-                    }
+                    },
                 };
                 self.observe(&analysis);
                 sent
