@@ -11,6 +11,7 @@ pub mod auth;
 pub mod cancel;
 pub mod clients;
 pub mod config;
+pub mod fdlimit;
 pub mod logging;
 pub mod metrics;
 pub mod net;

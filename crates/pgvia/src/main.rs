@@ -39,6 +39,7 @@ fn main() -> ExitCode {
         }
     };
     pgvia::logging::init(&config.general.log_level, config.general.log_format);
+    pgvia::fdlimit::raise_and_log(&config);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

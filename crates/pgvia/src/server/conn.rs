@@ -36,14 +36,26 @@ fn relay_room(buf: &mut BytesMut) {
     }
 }
 
-/// Where and as whom to connect.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where and as whom to connect. `Debug` does not show the password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ServerAddress {
     pub host: String,
     pub port: u16,
     pub dbname: String,
     pub user: String,
     pub password: Option<String>,
+}
+
+impl std::fmt::Debug for ServerAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerAddress")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("dbname", &self.dbname)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl ServerAddress {
