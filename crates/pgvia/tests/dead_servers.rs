@@ -272,8 +272,8 @@ async fn idle_terminations_under_load(mode: &str) {
     let mut ledgers = Vec::new();
     for w in workers {
         let (c, acked, e) = w.await.unwrap();
+        ledgers.push((c, acked, e.len() as i64));
         errors.extend(e);
-        ledgers.push((c, acked));
     }
     // PostgreSQL reports a backend idle until it starts on the next message, so now and then
     // a backend terminated as "idle" has just begun a client's request, and answered part of
@@ -285,7 +285,7 @@ async fn idle_terminations_under_load(mode: &str) {
         "{mode} mode, {terminated} idle backends terminated: {} errors: {errors:?}",
         errors.len()
     );
-    for (c, acked) in ledgers {
+    for (c, acked, failed) in ledgers {
         // Every insert acknowledged is there, exactly once.
         let rows: i64 = setup
             .query_one("SELECT count(DISTINCT n) FROM ledger WHERE client = $1", &[&c])
@@ -295,20 +295,14 @@ async fn idle_terminations_under_load(mode: &str) {
         let all: i64 =
             setup.query_one("SELECT count(*) FROM ledger WHERE client = $1", &[&c]).await.unwrap().get(0);
         assert_eq!(rows, all, "client {c}: an insert ran twice");
-        assert_eq!(all, acked, "client {c}: {acked} inserts acknowledged, {all} rows");
+        // An insert that failed may or may not have committed; an acknowledged one has.
+        assert!(
+            (acked..=acked + failed).contains(&all),
+            "client {c}: {acked} inserts acknowledged, {failed} failed, {all} rows"
+        );
     }
     assert!(terminated > 10, "only {terminated} backends terminated: the test did not test");
     assert!(done.load(Ordering::Relaxed) > 100, "too few transactions ran");
-    // PostgreSQL reports a backend idle until it starts on the next message, so now and then
-    // a backend terminated as "idle" has just begun a client's request, and answered part of
-    // it (seen in traces: BindComplete, CommandComplete, then the FATAL): that request fails,
-    // as it would without pgvia. Idle-in-the-pool terminations must cost nothing; these rare
-    // ones are allowed, 1 in 20 at most (without the fix: several per termination).
-    assert!(
-        errors.len() * 20 <= terminated,
-        "{mode} mode, {terminated} idle backends terminated: {} errors: {errors:?}",
-        errors.len()
-    );
     assert_servers_counted(&pg, &proxy, &operator).await;
     proxy.stop().await;
 }
