@@ -12,6 +12,7 @@ pub mod cancel;
 pub mod clients;
 pub mod config;
 pub mod import;
+pub mod fdlimit;
 pub mod logging;
 pub mod metrics;
 pub mod net;

@@ -15,10 +15,45 @@ pub fn init(level: &str, format: LogFormat) {
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stdout().is_terminal());
     match format {
-        LogFormat::Text => builder.with_target(false).init(),
+        LogFormat::Text => builder.with_target(false).fmt_fields(text_fields()).init(),
         // Targets stay in JSON: they let a log pipeline route `pgvia::slow_query` lines.
         LogFormat::Json => builder.json().with_current_span(false).init(),
     }
+}
+
+/// The text format's field writer: as tracing's default (`name=value`, the message bare),
+/// with control characters in values escaped. Values clients choose (user, database and
+/// application names) could otherwise start a line that looks like pgvia's own.
+pub fn text_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 'static {
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let text = format!("{value:?}");
+        if field.name() == "message" {
+            write!(w, "{}", escape_controls(&text))
+        } else {
+            write!(w, "{}={}", field.name(), escape_controls(&text))
+        }
+    })
+    .delimited(" ")
+}
+
+/// `s` with control characters written as escapes (`\n`, `\r`, `\t`, `\u{1b}`), so one log
+/// record stays one line whatever it quotes.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Longest query text written to the slow-query log, in bytes.
@@ -154,6 +189,40 @@ mod tests {
         for (sql, want) in cases {
             assert_eq!(scrub_sql(sql, 500), want, "{sql}");
         }
+    }
+
+    #[test]
+    fn text_logs_escape_control_characters() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Sink::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_target(false)
+            .fmt_fields(text_fields())
+            .with_writer(move || writer.clone())
+            .finish();
+        let user = "eve\n2026-01-01T00:00:00Z  INFO client connected user=admin\r\t\u{1b}[31m";
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(user = %user, database = "app", "client connected");
+        });
+        let out = String::from_utf8(sink.0.lock().map(|b| b.clone()).unwrap_or_default()).unwrap_or_default();
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(
+            out.contains("client connected user=eve\\n2026-01-01T00:00:00Z  INFO client connected user=admin\\r\\t\\u{1b}[31m database=\"app\""),
+            "{out}"
+        );
     }
 
     #[test]

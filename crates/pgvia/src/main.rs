@@ -53,6 +53,7 @@ fn main() -> ExitCode {
         }
     };
     pgvia::logging::init(&config.general.log_level, config.general.log_format);
+    pgvia::fdlimit::raise_and_log(&config);
     let runtime = match pgvia::app::runtime(&config) {
         Ok(r) => r,
         Err(e) => {

@@ -257,12 +257,17 @@ impl Meter {
     /// Keeps the first bytes of the query text of the first message in `frames`.
     fn remember_text(&mut self, frames: &[u8]) {
         self.text.clear();
-        let Some(len) = frames.get(1..5).map(|l| u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize + 1)
+        // The frames are not yet checked here: a length below 4 (the length field's own
+        // size) or beyond what arrived leaves no text to keep.
+        let Some(declared) = frames.get(1..5).map(|l| u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize)
         else {
             return;
         };
-        let Some(frame) = frames.get(..len) else { return };
-        let sql = match wire::frontend::FrontendMessage::parse_body(frame[0], &frame[5..]) {
+        if declared < 4 {
+            return;
+        }
+        let Some(body) = frames.get(5..declared + 1) else { return };
+        let sql = match wire::frontend::FrontendMessage::parse_body(frames[0], body) {
             Ok(wire::frontend::FrontendMessage::Query { sql }) => sql,
             Ok(wire::frontend::FrontendMessage::Parse(p)) => p.query,
             _ => {
@@ -329,6 +334,24 @@ mod tests {
         assert_eq!(ERROR_CLASSES[error_class_index(b"42P01")], "42");
         assert_eq!(ERROR_CLASSES[error_class_index(b"XX000")], "other");
         assert_eq!(ERROR_CLASSES[error_class_index(b"")], "other");
+    }
+
+    #[test]
+    fn slow_query_text_of_malformed_frames() {
+        let mut meter = Meter { slow: Some(Duration::from_millis(1)), ..Meter::default() };
+        // Declared lengths below 4 (0..=3), one past the bytes present, and a header cut short.
+        for declared in 0u32..4 {
+            let mut frame = vec![b'Q'];
+            frame.extend_from_slice(&declared.to_be_bytes());
+            meter.remember_text(&frame);
+            assert!(meter.text.is_empty());
+        }
+        meter.remember_text(&[b'Q', 0, 0, 0, 9, b'x']);
+        assert!(meter.text.is_empty());
+        meter.remember_text(&[b'Q', 0, 0]);
+        assert!(meter.text.is_empty());
+        meter.remember_text(b"Q\0\0\0\x0dSELECT 1\0");
+        assert_eq!(meter.text, "SELECT 1");
     }
 
     #[test]

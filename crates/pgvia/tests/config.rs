@@ -271,7 +271,7 @@ pool_mode = "statement"
     assert_eq!(
         problems(text),
         [
-            "3: general.max_message_size: must be between 1024 and 2147483647, got 512",
+            "3: general.max_message_size: must be between 1024 and 1073741824 (1 GiB, PostgreSQL's own limit), got 512",
             "4: general.log_level: expected a level (error, warn, info, debug, trace, off) or directives \
              such as \"info,pgvia::pool=debug\", got \"loud\"",
             "7: pool.pool_size: must be at least 1",

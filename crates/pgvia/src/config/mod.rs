@@ -23,7 +23,7 @@ pub use model::{
     PoolDefaults, PoolMode, PoolSettings, TlsMode, User,
 };
 pub use routing::{LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole};
-pub use values::parse_duration;
+pub use values::{parse_duration, Password};
 
 /// Databases that reach the admin console instead of a server.
 pub const ADMIN_DATABASES: [&str; 2] = ["pgvia", "pgbouncer"];
@@ -171,6 +171,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn debug_never_shows_passwords() {
+        let toml = "[general]\nauth_method = \"md5\"\n[[users]]\nname = \"u\"\npassword = \"hunter2\"\nserver_password = \"s3cret\"\n";
+        let config = Config::parse(toml, std::path::Path::new("/tmp/x.toml")).expect("valid");
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("hunter2") && !shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+        let user = config.user("u").expect("user");
+        assert_eq!(user.password.as_deref(), Some("hunter2"));
+    }
+
+    #[test]
     fn check_reports_ok_and_problems() {
         let dir = tempfile::tempdir().expect("tempdir");
         let good = dir.path().join("good.toml");
@@ -189,6 +200,25 @@ mod tests {
             String::from_utf8_lossy(&err),
             format!("{}:2: pool.pool_size: must be at least 1\n", bad.display())
         );
+
+        // PostgreSQL's limit on a message is 1 GiB; lengths above it would wrap pgvia's
+        // signed 32-bit length fields when it rewrites a message.
+        let huge = dir.path().join("huge.toml");
+        std::fs::write(&huge, "[general]\nauth_method = \"trust\"\nmax_message_size = 2147483647\n")
+            .expect("write");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(check(&huge, &mut out, &mut err), 1);
+        let err = String::from_utf8_lossy(&err).into_owned();
+        assert!(err.contains("general.max_message_size: must be between 1024 and 1073741824"), "{err}");
+
+        // An MD5 hash in upper case would be a plaintext password to PostgreSQL: refused.
+        let upper = dir.path().join("upper.toml");
+        let user = "[[users]]\nname = \"u\"\npassword = \"md5C4B3D2F7AD7BED32C7B2E9C3E4F5A6B1\"\n";
+        std::fs::write(&upper, format!("[general]\nauth_method = \"md5\"\n{user}")).expect("write");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(check(&upper, &mut out, &mut err), 1);
+        let err = String::from_utf8_lossy(&err).into_owned();
+        assert!(err.contains("users[0].password: looks like an MD5 hash"), "{err}");
 
         let missing = dir.path().join("missing.toml");
         let (mut out, mut err) = (Vec::new(), Vec::new());

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::routing::{
     self, LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole,
 };
-use super::values;
+use super::values::{self, Password};
 
 /// How a client proves who it is; defined with the code that checks it.
 pub use crate::auth::AuthMethod;
@@ -112,7 +112,7 @@ pub struct General {
     /// Allow `cleartext` password authentication on sockets without TLS. Default false.
     pub allow_cleartext_without_tls: bool,
     /// Largest protocol message, in bytes, accepted from a client or a server.
-    /// Default 67108864 (64 MiB); between 1024 and 2147483647.
+    /// Default 67108864 (64 MiB); between 1024 and 1073741824 (1 GiB, PostgreSQL's limit).
     pub max_message_size: u32,
     /// How long shutdown waits for clients to finish before closing them. Default `"30s"`;
     /// `"0s"` closes them at once.
@@ -499,7 +499,7 @@ pub struct User {
     /// What clients must prove: a plaintext password, `md5` + 32 hex digits, or a
     /// SCRAM-SHA-256 verifier. Required unless the user's effective `auth_method` is `trust`.
     #[serde(default)]
-    pub password: Option<String>,
+    pub password: Option<Password>,
     /// Overrides `general.auth_method` for this user.
     #[serde(default)]
     pub auth_method: Option<AuthMethod>,
@@ -509,7 +509,7 @@ pub struct User {
     /// Plaintext password pgvia gives when PostgreSQL asks for one. Default: `password` when
     /// that is plaintext. Use [`User::password_for_server`].
     #[serde(default)]
-    pub server_password: Option<String>,
+    pub server_password: Option<Password>,
     /// Most clients logged in as this user at once, over all databases. Default: no limit
     /// but the process-wide and per-database ones.
     #[serde(default)]
@@ -559,21 +559,29 @@ pub struct User {
 pub enum PasswordFormat {
     /// Anything that is neither of the others.
     Plaintext,
-    /// `md5` followed by 32 hexadecimal digits: md5(password || user name).
+    /// `md5` followed by 32 lower-case hexadecimal digits: md5(password || user name).
+    /// PostgreSQL takes anything else (`MD5...`, upper-case digits) as a plaintext password;
+    /// validation rejects such near-hashes rather than use a hash as a password.
     Md5,
     /// Starts with `SCRAM-SHA-256$` (well formed or not; validation reports the latter).
     ScramSha256,
 }
 
 impl PasswordFormat {
+    /// Text that an MD5 hash was surely meant to be but that PostgreSQL would take as a
+    /// plaintext password: `md5` in any case and 32 hexadecimal digits, not all lower case.
+    pub fn is_near_md5(password: &str) -> bool {
+        password.len() == 35
+            && password.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("md5"))
+            && password.bytes().skip(3).all(|b| b.is_ascii_hexdigit())
+            && !wire::md5::is_md5_hash(password)
+    }
+
     /// Classifies a stored password.
     pub fn of(password: &str) -> PasswordFormat {
         if password.starts_with("SCRAM-SHA-256$") {
             PasswordFormat::ScramSha256
-        } else if password.len() == 35
-            && password.starts_with("md5")
-            && password[3..].bytes().all(|b| b.is_ascii_hexdigit())
-        {
+        } else if wire::md5::is_md5_hash(password) {
             PasswordFormat::Md5
         } else {
             PasswordFormat::Plaintext

@@ -7,6 +7,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
+/// The largest `max_message_size`: PostgreSQL allocates no message above 1 GiB, and a limit
+/// well below `i32::MAX` leaves room for what pgvia adds when it rewrites a message (a longer
+/// statement name in a Bind), so lengths never wrap in the protocol's signed 32-bit field.
+pub const MAX_MESSAGE_SIZE: u32 = 1 << 30;
+
 use super::error::Problem;
 use super::model::{AuthMethod, Config, Database, PasswordFormat, TlsMode, User};
 use super::resolve::{Layer, Stack};
@@ -68,10 +73,13 @@ impl Validator {
                 self.report(format!("general.{key}"), "must be at least 1");
             }
         }
-        if g.max_message_size < 1024 || g.max_message_size > i32::MAX as u32 {
+        if g.max_message_size < 1024 || g.max_message_size > MAX_MESSAGE_SIZE {
             self.report(
                 "general.max_message_size",
-                format!("must be between 1024 and {}, got {}", i32::MAX, g.max_message_size),
+                format!(
+                    "must be between 1024 and {MAX_MESSAGE_SIZE} (1 GiB, PostgreSQL's own limit), got {}",
+                    g.max_message_size
+                ),
             );
         }
         if g.server_reset_timeout.is_zero() {
@@ -268,6 +276,14 @@ impl Validator {
                         "an MD5 hash cannot check a scram-sha-256 login (PostgreSQL has the same \
                          rule); give the plaintext password or a SCRAM-SHA-256 verifier, or use \
                          auth_method \"md5\"",
+                    );
+                }
+                PasswordFormat::Plaintext if PasswordFormat::is_near_md5(p) => {
+                    self.report(
+                        at("password"),
+                        "looks like an MD5 hash, but PostgreSQL's form is \"md5\" followed by 32 \
+                         lower-case hexadecimal digits, and anything else would be taken as a \
+                         plaintext password; write the hash in lower case",
                     );
                 }
                 PasswordFormat::Md5 | PasswordFormat::Plaintext => {}
@@ -473,6 +489,14 @@ mod tests {
         assert_eq!(PasswordFormat::of("md5c4b3d2f7ad7bed32c7b2e9c3e4f5a6b1"), PasswordFormat::Md5);
         assert_eq!(PasswordFormat::of("md5c4b3d2f7ad7bed32c7b2e9c3e4f5a6b"), PasswordFormat::Plaintext);
         assert_eq!(PasswordFormat::of("md5secret"), PasswordFormat::Plaintext);
+        // PostgreSQL's rule: lower-case hex only; the rest is plaintext, which validation
+        // refuses when it is an MD5 hash in the wrong case.
+        assert_eq!(PasswordFormat::of("md5C4B3D2F7AD7BED32C7B2E9C3E4F5A6B1"), PasswordFormat::Plaintext);
+        assert_eq!(PasswordFormat::of("MD5c4b3d2f7ad7bed32c7b2e9c3e4f5a6b1"), PasswordFormat::Plaintext);
+        assert!(PasswordFormat::is_near_md5("md5C4B3D2F7AD7BED32C7B2E9C3E4F5A6B1"));
+        assert!(PasswordFormat::is_near_md5("MD5c4b3d2f7ad7bed32c7b2e9c3e4f5a6b1"));
+        assert!(!PasswordFormat::is_near_md5("md5c4b3d2f7ad7bed32c7b2e9c3e4f5a6b1"));
+        assert!(!PasswordFormat::is_near_md5("md5secret"));
         assert_eq!(PasswordFormat::of("SCRAM-SHA-256"), PasswordFormat::Plaintext);
     }
 

@@ -1,4 +1,4 @@
-//! Scalar value types of the configuration file: ports and durations.
+//! Scalar value types of the configuration file: ports, durations and secrets.
 //!
 //! Both accept any TOML value at the serde level and reject the wrong ones with a message
 //! that echoes what was written, because serde's stock "invalid type: string, expected u16"
@@ -173,5 +173,30 @@ mod tests {
         assert_eq!(port_err("[1]"), "expected an integer 1-65535, got an array");
         assert_eq!(port_err("{ a = 1 }"), "expected an integer 1-65535, got a table");
         assert!(toml::from_str::<Holder>("p = 65535").is_ok_and(|h| h.p == 65535));
+    }
+}
+
+/// A secret from the configuration file (a password, a hash or a verifier): read as the text
+/// it is, never shown by `Debug`, so a configuration printed for debugging leaks nothing.
+#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Password(String);
+
+impl Password {
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+}
+
+impl std::ops::Deref for Password {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"<redacted>\"")
     }
 }

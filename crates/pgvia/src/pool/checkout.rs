@@ -6,7 +6,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::Pool;
 use crate::clients::{set_current_state, ClientState};
-use crate::server::ServerConn;
+use crate::server::{FirstRequest, ServerConn};
 
 /// A server checked out of a pool. Give it back with [`Checkout::release`], which resets it;
 /// dropping the guard instead closes the connection, so a server whose state is unknown can
@@ -18,7 +18,8 @@ pub struct Checkout {
 }
 
 impl Checkout {
-    pub(super) fn new(pool: Arc<Pool>, conn: ServerConn, permit: OwnedSemaphorePermit) -> Self {
+    pub(super) fn new(pool: Arc<Pool>, mut conn: ServerConn, permit: OwnedSemaphorePermit) -> Self {
+        conn.first_request = FirstRequest::Unsent;
         Self { pool, conn: Some(conn), _permit: permit }
     }
 

@@ -1,6 +1,6 @@
 //! The per-pool maintenance task: retire idle servers past `idle_timeout` or `max_lifetime`
-//! (with per-connection jitter),
-//! and keep `min_idle` servers open.
+//! (with per-connection jitter), drop idle servers whose connection died, and keep
+//! `min_idle` servers open.
 
 use std::sync::atomic::Ordering;
 use std::sync::Weak;
@@ -64,6 +64,12 @@ fn retire(pool: &Pool) {
                 !idle_timeout.is_zero() && c.last_used.elapsed() >= idle_timeout && idle.len() > keep;
             if too_old || too_idle {
                 out.push(idle.remove(i));
+            } else if let Err(why) = idle[i].is_alive() {
+                // Terminated from outside while idle: dropped now, so the counts the admin
+                // console shows match the servers that exist (checkout checks again).
+                let dead = idle.remove(i);
+                tracing::info!(pool = %pool.name, server = dead.id, pid = dead.key.process_id, %why, "idle server connection is dead; discarding it");
+                pool.stats.servers_closed.fetch_add(1, Ordering::Relaxed);
             } else {
                 i += 1;
             }

@@ -385,11 +385,14 @@ impl Pool {
                 self.stats.servers_idle.store(idle.len(), Ordering::Relaxed);
                 c
             };
-            if conn.is_alive() {
-                return Some(conn);
+            match conn.is_alive() {
+                Ok(()) => return Some(conn),
+                Err(why) => {
+                    tracing::info!(pool = %self.name, server = conn.id, pid = conn.key.process_id, %why, "idle server connection is dead; discarding it");
+                    // Dropped here: a dead socket has no use for `close_conn`'s Terminate.
+                    self.stats.servers_closed.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            tracing::info!(pool = %self.name, server = conn.id, "idle server connection was closed by the server; discarding it");
-            self.stats.servers_closed.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -111,7 +111,7 @@ async fn check(
     timeout: Duration,
     extra: &str,
 ) -> Result<(Status, ServerConn), CheckError> {
-    let mut conn = match conn.and_then(|mut c| c.is_alive().then_some(c)) {
+    let mut conn = match conn.and_then(|mut c| c.is_alive().is_ok().then_some(c)) {
         Some(c) => c,
         None => ServerConn::connect(addr, timeout, max_frame).await?,
     };

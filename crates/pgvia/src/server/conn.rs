@@ -16,14 +16,46 @@ use crate::auth::{ServerAuthStep, ServerAuthenticator};
 use crate::cancel::{CancelTarget, CancelsInFlight};
 use crate::prepared::ServerStatements;
 
-/// Where and as whom to connect.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How an idle server was found dead at checkout, for the log.
+#[derive(Debug, thiserror::Error)]
+pub enum IdleDeath {
+    #[error("marked broken")]
+    Broken,
+    #[error("closed by the server")]
+    Closed,
+    #[error("the server said: {0}")]
+    Said(ServerError),
+    #[error("{0}")]
+    Io(std::io::Error),
+}
+
+/// Room for a probe read; the buffer is reused, so this allocates once per connection.
+fn relay_room(buf: &mut BytesMut) {
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(1024);
+    }
+}
+
+/// Where and as whom to connect. `Debug` does not show the password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ServerAddress {
     pub host: String,
     pub port: u16,
     pub dbname: String,
     pub user: String,
     pub password: Option<String>,
+}
+
+impl std::fmt::Debug for ServerAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerAddress")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("dbname", &self.dbname)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl ServerAddress {
@@ -46,6 +78,73 @@ pub type ServerParams = BTreeMap<String, String>;
 pub type Rows = Vec<Vec<Option<String>>>;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// How far a server just checked out for a client has got with the client's first request.
+/// Until the server has answered anything, a server found dead can be swapped for another
+/// and the request run there: only where nothing of it can have run on the dead one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstRequest {
+    /// Nothing of the client's has been written: whatever failure comes now, the connection
+    /// was gone before the request reached it.
+    Unsent,
+    /// Written whole; no reply byte yet, pgvia answered nothing in the server's place and the
+    /// client sent nothing more.
+    Awaiting,
+    /// The server's first reply was a FATAL it sends when it is terminated from outside (see
+    /// [`terminating_fatal`]), so it ran nothing of the request that it could keep.
+    Refused,
+    /// Past the first request, or it was answered: a failure from here reaches the client.
+    Answered,
+}
+
+impl FirstRequest {
+    /// Whether a server that failed now may be replaced and the request sent elsewhere.
+    pub fn may_retry(self) -> bool {
+        matches!(self, FirstRequest::Unsent | FirstRequest::Refused)
+    }
+}
+
+/// What the first bytes a server sent after a request say about it.
+#[derive(Debug)]
+pub enum FirstReply {
+    /// Not a whole message yet.
+    Incomplete,
+    /// A FATAL error a backend sends when it is shut down from outside, whatever it was doing:
+    /// the server is gone, and a request it had not answered ran nothing it could keep.
+    Terminating(ServerError),
+    /// Anything else.
+    Other,
+}
+
+/// SQLSTATEs of the FATAL errors a backend sends when it is terminated from outside:
+/// `pg_terminate_backend` or a fast shutdown (57P01), a crash of another backend (57P02),
+/// `idle_session_timeout` (57P05, PostgreSQL 14 and later). PostgreSQL sends them before
+/// it exits, after flushing every reply it had buffered, and only outside a commit (which
+/// holds interrupts off until its CommandComplete is buffered); so when such an error is
+/// the very first thing a server sends after a request, nothing of that request was
+/// committed, and most often (the backend was idle) nothing of it ran at all.
+const TERMINATING: [&str; 3] = ["57P01", "57P02", "57P05"];
+
+/// Classifies the first bytes a server sent after being handed a request.
+pub fn first_reply(buf: &[u8], decoder: &FrameDecoder) -> FirstReply {
+    let len = match decoder.peek_len(buf) {
+        Ok(Some(len)) => len,
+        Ok(None) => return FirstReply::Incomplete,
+        Err(_) => return FirstReply::Other,
+    };
+    if buf[0] != tag::ERROR_RESPONSE {
+        return FirstReply::Other;
+    }
+    let body = &buf[5..len];
+    let fields = wire::backend::Fields::new(body);
+    let fatal = matches!(fields.severity(), Some("FATAL"));
+    match fields.code() {
+        Some(code) if fatal && TERMINATING.contains(&code) => {
+            FirstReply::Terminating(ServerError::from_error_body(body, false))
+        }
+        _ => FirstReply::Other,
+    }
+}
 
 pub struct ServerConn {
     pub(crate) stream: TcpStream,
@@ -74,6 +173,8 @@ pub struct ServerConn {
     pub cancels: Arc<CancelsInFlight>,
     /// Prepared statements this server holds under pgvia's names (transaction mode).
     pub statements: ServerStatements,
+    /// Where the current client's first request stands (set at checkout).
+    pub first_request: FirstRequest,
 }
 
 impl std::fmt::Debug for ServerConn {
@@ -119,6 +220,7 @@ impl ServerConn {
             dirty: false,
             cancels: Arc::default(),
             statements: ServerStatements::default(),
+            first_request: FirstRequest::Answered,
         };
         let mut out = BytesMut::with_capacity(256);
         // No application_name: a client that sets none must see the empty default, as it
@@ -339,16 +441,36 @@ impl ServerConn {
     }
 
     /// Checks, without waiting, that an idle server has not closed or sent anything: an idle
-    /// server has nothing to say, so readable bytes mean it is going away (e.g. terminated by
-    /// an administrator, whose FATAL sits in the socket).
-    pub fn is_alive(&mut self) -> bool {
-        if self.broken || !self.read_buf.is_empty() {
-            return false;
+    /// server has nothing to say, so anything readable means it is going away (terminated from
+    /// outside, its FATAL waiting in the socket, or closed). Costs no system call unless the
+    /// runtime has seen the socket become readable since the last read.
+    pub fn is_alive(&mut self) -> Result<(), IdleDeath> {
+        if self.broken {
+            return Err(IdleDeath::Broken);
         }
-        let mut probe = [0u8; 1];
-        match self.stream.try_read(&mut probe) {
-            Ok(_) => false,
-            Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+        if !self.read_buf.is_empty() {
+            return Err(self.idle_death(None));
+        }
+        relay_room(&mut self.read_buf);
+        match self.stream.try_read_buf(&mut self.read_buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+            Ok(0) => Err(self.idle_death(None)),
+            Ok(_) => Err(self.idle_death(None)),
+            Err(e) => Err(self.idle_death(Some(e))),
+        }
+    }
+
+    /// Why an idle server is dead, from what it left in `read_buf`.
+    fn idle_death(&mut self, error: Option<std::io::Error>) -> IdleDeath {
+        self.broken = true;
+        match self.decoder.decode(&mut self.read_buf) {
+            Ok(Some(f)) if f.tag() == tag::ERROR_RESPONSE => {
+                IdleDeath::Said(ServerError::from_error_body(f.body(), false))
+            }
+            _ => match error {
+                Some(e) => IdleDeath::Io(e),
+                None => IdleDeath::Closed,
+            },
         }
     }
 

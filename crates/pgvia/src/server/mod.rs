@@ -6,7 +6,10 @@ mod error;
 mod reset;
 pub mod tracker;
 
-pub use conn::{BackendKey, Rows, ServerAddress, ServerConn, ServerParams};
+pub use conn::{
+    first_reply, BackendKey, FirstReply, FirstRequest, IdleDeath, Rows, ServerAddress, ServerConn,
+    ServerParams,
+};
 pub use error::ServerError;
 pub use reset::CANCEL_SETTLE;
 pub use tracker::{CopyState, ReplyTracker, ServerEvent};

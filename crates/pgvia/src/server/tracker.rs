@@ -595,6 +595,17 @@ impl ReplyTracker {
     }
 }
 
+impl ReplyTracker {
+    /// The server is gone without answering what is queued: every request is settled as
+    /// failed, so its statement bookkeeping is undone before the requests go to another
+    /// server.
+    pub fn abandon(&mut self) {
+        while let Some(p) = self.queue.pop_front() {
+            self.settle(p, false);
+        }
+    }
+}
+
 /// Whether an ErrorResponse body carries severity FATAL or PANIC.
 pub fn is_fatal(body: &[u8]) -> bool {
     let fields = wire::backend::Fields::new(body);

@@ -228,6 +228,8 @@ impl Session<'_> {
                 if let Some(end) = self.wait_for_work().await {
                     return end;
                 }
+                let Buffers { first, from_client, .. } = &mut self.bufs;
+                first.keep(from_client, self.deferred_begin.as_ref());
                 if let Err(e) = self.assign().await {
                     return RelayEnd::Error(e);
                 }
@@ -271,6 +273,7 @@ impl Session<'_> {
                         }
                     }
                 }
+                RelayEnd::ServerLost { error, .. } if self.retry_elsewhere(&error) => {}
                 other => return other,
             }
         }
@@ -469,9 +472,22 @@ impl Session<'_> {
     /// Takes a server from the pool, brings it to the client's settings, tells the client
     /// about parameters that differ from what it was told, and points cancels at it.
     async fn assign(&mut self) -> Result<(), SessionError> {
-        let mut checkout = self.checkout().await?;
         let timeout = self.app.config().general.server_reset_timeout;
-        let applied = settings::apply(checkout.conn(), &self.state.settings, timeout).await;
+        let mut tries = 0;
+        let (mut checkout, applied) = loop {
+            let mut checkout = self.checkout().await?;
+            let applied = settings::apply(checkout.conn(), &self.state.settings, timeout).await;
+            // A server that died taking the client's settings has run nothing of the
+            // client's: another one is taken (one that timed out is not: it may be slow).
+            let dead = checkout.conn_ref().broken
+                && !matches!(applied, Err(SessionError::Server(crate::server::ServerError::Timeout(_))));
+            tries += 1;
+            if dead && tries < 8 {
+                tracing::info!(pool = %checkout.pool().name, "server connection died while taking the client's settings; taking another");
+                continue;
+            }
+            break (checkout, applied);
+        };
         let conn = checkout.conn();
         self.cancel.slot.set(Some(conn.cancel_target()));
         if let Some(begin) = self.deferred_begin.take() {

@@ -11,6 +11,7 @@ mod login;
 mod memo;
 mod pipelined;
 mod relay;
+mod retry;
 mod settings;
 mod startup;
 mod state;

@@ -24,7 +24,7 @@ use crate::prepared::sql::SqlStatement;
 use crate::prepared::ClientStatements;
 use crate::routing::decide::analyze_parse;
 use crate::server::tracker::{Answer, Fate, Pending, Replies, Request};
-use crate::server::{ServerConn, ServerError, ServerEvent};
+use crate::server::{FirstReply, FirstRequest, ServerConn, ServerError, ServerEvent};
 use crate::stats::Meter;
 
 /// Stop reading a side while this much is waiting to be written to the other: the slower
@@ -40,6 +40,8 @@ pub struct Buffers {
     /// The session's traffic counters (admin console, metrics); they travel with the
     /// buffers because the relay is where the traffic is seen.
     pub meter: Meter,
+    /// The client's first request to the server it holds, kept until the server answers.
+    pub first: super::retry::FirstAttempt,
 }
 
 impl Buffers {
@@ -392,9 +394,40 @@ fn scan_client(
         to_server.extend_from_slice(&from_client[run_start..pos]);
         from_client.advance(pos);
     }
-    end.answered_query = answer_in_servers_place(server, to_client);
+    end.answered_query = if defers_answers(server, to_server, from_client) {
+        false
+    } else {
+        answer_in_servers_place(server, to_client)
+    };
     server.settle_statements(tracking.and_then(|t| t.statements.as_deref_mut()));
     end
+}
+
+/// Whether replies pgvia owes in the server's place wait for the server's first reply: while
+/// a server just taken has answered nothing, the client's first request can still go to
+/// another server if this one turns out dead (session/retry.rs), so the client must not have
+/// heard anything of it yet. PostgreSQL itself answers nothing before a Sync or a Flush, so
+/// a client cannot be waiting for these replies until it has sent one of those; after a
+/// Flush it may be (and the server need not answer anything), so then they go at once, as
+/// they do when nothing at all goes to the server (pgvia answered the whole of it).
+fn defers_answers(server: &ServerConn, to_server: &[u8], from_client: &[u8]) -> bool {
+    matches!(server.first_request, FirstRequest::Unsent | FirstRequest::Awaiting)
+        && !has_flush(to_server)
+        && !(to_server.is_empty() && from_client.is_empty())
+}
+
+/// Whether the whole frames in `buf` include a Flush.
+fn has_flush(buf: &[u8]) -> bool {
+    let mut pos = 0;
+    while let Some(header) = buf.get(pos..pos + 5) {
+        if header[0] == frontend::tag::FLUSH {
+            return true;
+        }
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let Some(next) = pos.checked_add(1 + len.max(4)) else { return false };
+        pos = next;
+    }
+    false
 }
 
 /// Gives the replies pgvia owes in the server's place whose turn has come.
@@ -402,6 +435,8 @@ fn scan_client(
 fn answer_in_servers_place(server: &mut ServerConn, to_client: &mut BytesMut) -> bool {
     let mut whole_query = false;
     while let Some(answer) = server.tracker.take_answered() {
+        // The client has been answered: the request can no longer go to another server.
+        server.first_request = FirstRequest::Answered;
         whole_query = matches!(answer, Answer::Command(..));
         write_answer(to_client, answer);
     }
@@ -411,6 +446,10 @@ fn answer_in_servers_place(server: &mut ServerConn, to_client: &mut BytesMut) ->
 /// What a batch of server bytes held.
 struct ServerScan {
     fatal: bool,
+    /// Transaction pooling: the server was terminated while it owed the client nothing (its
+    /// FATAL, dropped, came after the last reply): the client's transaction is complete and
+    /// the server is gone, which is no concern of the client's.
+    died_idle: bool,
     /// A ReadyForQuery was among the frames.
     ready: bool,
     /// The recorded exchange failed on a stale plan of this statement and must be sent again.
@@ -425,9 +464,10 @@ fn scan_server(
     to_client: &mut BytesMut,
     server: &mut ServerConn,
     meter: &mut Meter,
+    pooled: bool,
 ) -> ServerScan {
     let decoder = server.decoder;
-    let mut scan = ServerScan { fatal: false, ready: false, stale_plan: None, error: None };
+    let mut scan = ServerScan { fatal: false, died_idle: false, ready: false, stale_plan: None, error: None };
     let buf = &read_buf[..];
     let mut pos = 0;
     let mut run_start = 0;
@@ -442,6 +482,23 @@ fn scan_server(
         };
         let tag = buf[pos];
         let body = &buf[pos + 5..pos + len];
+        if pooled
+            && tag == wire::backend::tag::ERROR_RESPONSE
+            && server.tracker.is_quiescent()
+            && matches!(
+                crate::server::first_reply(&buf[pos..pos + len], &decoder),
+                FirstReply::Terminating(_)
+            )
+        {
+            // Nothing of what follows is the client's: the server is closing.
+            tracing::info!(
+                server = server.id,
+                pid = server.key.process_id,
+                "server connection terminated between transactions; closing it"
+            );
+            scan.died_idle = true;
+            break;
+        }
         if tag == wire::backend::tag::PARAMETER_STATUS {
             if let Err(e) = server.observe_body(tag, body) {
                 scan.error = Some(e);
@@ -675,10 +732,20 @@ pub async fn relay(
                     }
                     Ok(n) => bufs.meter.from_server(n),
                 }
+                if let Some(end) = first_reply(server, &mut bufs.to_client) {
+                    return end;
+                }
                 let mut read_buf = std::mem::take(&mut server.read_buf);
-                let scan = scan_server(&mut read_buf, &mut bufs.to_client, server, &mut bufs.meter);
+                // A pinned client's server holds its session: that session ends as it would.
+                let pooled = tracking.as_ref().is_some_and(|t| t.state.pins.is_empty());
+                let scan = scan_server(&mut read_buf, &mut bufs.to_client, server, &mut bufs.meter, pooled);
                 server.read_buf = read_buf;
                 server_fatal |= scan.fatal;
+                // A server that said FATAL is closing; it must not go back to the pool.
+                server.broken |= scan.fatal || scan.died_idle;
+                if scan.died_idle && bufs.to_server.is_empty() {
+                    return RelayEnd::Quiescent;
+                }
                 server.settle_statements(tracking.as_mut().and_then(|t| t.statements.as_deref_mut()));
                 if let Some(error) = scan.error {
                     server.broken = true;
@@ -706,9 +773,19 @@ pub async fn relay(
                 }
             }
             r = cr.read_buf(&mut bufs.from_client), if bufs.to_server.len() < HIGH_WATER => {
-                match r {
+                let n = match r {
                     Ok(0) | Err(_) => return RelayEnd::ClientDone,
-                    Ok(n) => bufs.meter.from_client(n),
+                    Ok(n) => n,
+                };
+                bufs.meter.from_client(n);
+                // What the client pipelines behind its first request goes with it, if the
+                // request goes to another server.
+                if matches!(server.first_request, FirstRequest::Unsent | FirstRequest::Awaiting) {
+                    let more = &bufs.from_client[bufs.from_client.len() - n..];
+                    if !bufs.first.keep_more(more) {
+                        server.first_request = FirstRequest::Answered;
+                        answer_in_servers_place(server, &mut bufs.to_client);
+                    }
                 }
                 if let Some(end) = take_client_frames(bufs, decoder, server, tracking.as_mut()).await {
                     return end;
@@ -716,7 +793,12 @@ pub async fn relay(
             }
             r = sw.write(&bufs.to_server), if !bufs.to_server.is_empty() => {
                 match r {
-                    Ok(n) => bufs.to_server.advance(n),
+                    Ok(n) => {
+                        bufs.to_server.advance(n);
+                        if server.first_request == FirstRequest::Unsent {
+                            server.first_request = FirstRequest::Awaiting;
+                        }
+                    }
                     Err(e) => {
                         server.broken = true;
                         return RelayEnd::ServerLost { error: e.into(), told_client: false };
@@ -738,6 +820,29 @@ pub async fn relay(
                     return RelayEnd::ClientDone;
                 }
             }
+        }
+    }
+}
+
+/// A server's first reply to a client's first request: a FATAL it sends when terminated
+/// from outside ends the relay before the client sees it, so the session can run the request
+/// on another server (`FirstRequest::Refused`). Anything else, and the request is answered.
+fn first_reply(server: &mut ServerConn, to_client: &mut BytesMut) -> Option<RelayEnd> {
+    if !matches!(server.first_request, FirstRequest::Unsent | FirstRequest::Awaiting) {
+        return None;
+    }
+    match crate::server::first_reply(&server.read_buf, &server.decoder) {
+        FirstReply::Incomplete => None,
+        FirstReply::Terminating(error) => {
+            server.first_request = FirstRequest::Refused;
+            server.broken = true;
+            Some(RelayEnd::ServerLost { error, told_client: false })
+        }
+        FirstReply::Other => {
+            server.first_request = FirstRequest::Answered;
+            // Replies pgvia held back for this moment go first, in their turn.
+            answer_in_servers_place(server, to_client);
+            None
         }
     }
 }
