@@ -106,3 +106,25 @@ async fn transaction_mode_keeps_a_made_up_pid() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_never_waits_for_a_busy_pool() {
+    let pg = start_pg();
+    let proxy =
+        TestProxy::start(&ConfigBuilder::new(&pg).pool("pool_mode = \"session\"").pool("pool_size = 1")).await;
+    let mut first = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.expect("first login");
+    let (first_pid, _) = first.key.expect("BackendKeyData");
+    assert_eq!(one_value(&mut first, "SELECT pg_backend_pid()").await, first_pid.to_string());
+    // The only server is the first client's: the second logs in at once all the same, and
+    // gets its server (and so its answer) when the first leaves.
+    let started = Instant::now();
+    let mut second = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.expect("second login");
+    assert!(started.elapsed() < Duration::from_secs(2), "the login waited for the busy pool");
+    second.send(&query("SELECT 1")).await;
+    drop(first);
+    let answer = second.until_ready().await;
+    assert!(answer.iter().any(|m| m.tag == b'D'), "{answer:?}");
+    drop(second);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}

@@ -253,6 +253,29 @@ impl Pool {
                 return Err(PoolError::CheckoutTimeout { pool: self.name.clone(), waited });
             }
         };
+        self.checkout_with(permit, started).await
+    }
+
+    /// A server for a client only if the pool has room for one now (an idle server, or fewer
+    /// than `pool_size` open): `None` when the client would have to wait, or the pool is
+    /// paused or was replaced. Session mode takes a server at login this way, so a login
+    /// never queues behind other clients' sessions.
+    pub async fn try_checkout(self: &Arc<Self>) -> Option<Result<Checkout, PoolError>> {
+        if *self.paused.borrow() || self.successor.load().is_some() {
+            return None;
+        }
+        let permit = self.permits.clone().try_acquire_owned().ok()?;
+        set_current_state(ClientState::Waiting);
+        let result = self.checkout_with(permit, Instant::now()).await;
+        set_current_state(if result.is_ok() { ClientState::Active } else { ClientState::Idle });
+        Some(result)
+    }
+
+    async fn checkout_with(
+        self: &Arc<Self>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+        started: Instant,
+    ) -> Result<Checkout, PoolError> {
         let conn = match self.take_idle() {
             Some(c) => c,
             // Boxed: connecting (TCP, authentication) is rare on this path, and its state

@@ -168,8 +168,10 @@ async fn logged_in(
     // told that server's real pid (with pgvia's own secret, so cancels still come through
     // pgvia): pg_backend_pid(), the BackendKeyData pid, NOTIFY sender pids and terminating
     // its own backend behave as on a direct connection.
+    // When every server is taken, the client logs in at once with a pid of pgvia's and waits
+    // for a server at its first query, as before: a login never queues behind other sessions.
     let owned = if pool.settings.pool_mode == PoolMode::Session && group.is_single() {
-        Some(server_for_life(&pool, &identity.settings, config.general.server_reset_timeout).await?)
+        server_for_life(&pool, &identity.settings, config.general.server_reset_timeout).await?
     } else {
         None
     };
@@ -270,16 +272,17 @@ async fn logged_in(
     Ok(())
 }
 
-/// A session-mode client's server, taken at login and brought to the client's startup
-/// settings.
+/// A session-mode client's server, taken at login if the pool has room for it now and
+/// brought to the client's startup settings.
 async fn server_for_life(
     pool: &Arc<crate::pool::Pool>,
     settings: &[(String, String)],
     timeout: Duration,
-) -> Result<crate::pool::Checkout, SessionError> {
-    let mut checkout = pool.checkout().await?;
+) -> Result<Option<crate::pool::Checkout>, SessionError> {
+    let Some(checkout) = pool.try_checkout().await else { return Ok(None) };
+    let mut checkout = checkout?;
     settings::apply(checkout.conn(), settings, timeout).await?;
-    Ok(checkout)
+    Ok(Some(checkout))
 }
 
 /// Sends the client's last message (why it is closed), if any, giving up after
