@@ -10,9 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use futures_util::StreamExt;
-use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, Client, Notification, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 /// One effect on the session, as plpgsql runs it in a function or `DO` body (`body`) and as
 /// a dynamic SQL statement (`sql`); `own` is what the first client sees of it afterwards.
@@ -130,21 +128,6 @@ const SESSION: &str = "SELECT current_setting('search_path'), current_setting('s
      (SELECT count(*) FROM pg_prepared_statements WHERE from_sql AND name NOT LIKE 'pgvia%'), \
      (SELECT count(*) FROM pg_cursors)";
 
-/// A client whose notifications are collected on a channel.
-async fn client(conninfo: &str) -> (Client, mpsc::UnboundedReceiver<Notification>) {
-    let (client, mut conn) = tokio_postgres::connect(conninfo, tokio_postgres::NoTls).await.expect("connect");
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
-        while let Some(Ok(message)) = messages.next().await {
-            if let AsyncMessage::Notification(n) = message {
-                let _ = tx.send(n);
-            }
-        }
-    });
-    (client, rx)
-}
-
 fn describe(sql: &str, e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{sql}: {} {}", db.code().code(), db.message()),
@@ -190,7 +173,7 @@ async fn case(
     vehicle: Vehicle,
 ) -> Result<(), String> {
     let conninfo = proxy.conninfo(USER, PASSWORD, DB);
-    let (first, mut first_rx) = client(&conninfo).await;
+    let (first, mut first_rx) = notified_client(&conninfo).await;
     for sql in vehicle.statements(index, effect) {
         first.simple_query(&sql).await.map_err(|e| describe(&sql, &e))?;
     }
@@ -198,7 +181,7 @@ async fn case(
     let next = tokio::spawn({
         let conninfo = conninfo.clone();
         async move {
-            let (next, rx) = client(&conninfo).await;
+            let (next, rx) = notified_client(&conninfo).await;
             let seen = row(&next, SESSION).await;
             (next, rx, seen)
         }
@@ -243,11 +226,7 @@ async fn case(
 async fn effects_inside_functions_do_blocks_and_execute_do_not_leak() {
     let pg = start_pg();
     pg.psql(DB, &setup_sql()).expect("setup");
-    let config = ConfigBuilder::new(&pg)
-        .pool("pool_mode = \"transaction\"")
-        .pool("pool_size = 1")
-        .pool("checkout_timeout = \"60s\"");
-    let proxy = TestProxy::start(&config).await;
+    let proxy = TestProxy::start(&pool_of_one(&pg)).await;
     let direct = connect(&direct_conninfo(&pg, USER, PASSWORD, DB)).await.expect("direct");
     // What a client that just connected sees, asked of PostgreSQL itself.
     let fresh = {
@@ -279,20 +258,16 @@ async fn effects_inside_functions_do_blocks_and_execute_do_not_leak() {
 async fn a_statement_prepared_earlier_counts_each_time_it_runs() {
     let pg = start_pg();
     pg.psql(DB, &setup_sql()).expect("setup");
-    let config = ConfigBuilder::new(&pg)
-        .pool("pool_mode = \"transaction\"")
-        .pool("pool_size = 1")
-        .pool("checkout_timeout = \"60s\"");
-    let proxy = TestProxy::start(&config).await;
+    let proxy = TestProxy::start(&pool_of_one(&pg)).await;
     let fresh = {
         let c = connect(&direct_conninfo(&pg, USER, PASSWORD, DB)).await.expect("direct");
         row(&c, SESSION).await.expect("fresh session")
     };
     let conninfo = proxy.conninfo(USER, PASSWORD, DB);
-    let (first, _rx) = client(&conninfo).await;
+    let (first, _rx) = notified_client(&conninfo).await;
     // hidden_fn_1 sets statement_timeout; hidden_fn_0 sets search_path.
     let set_timeout = first.prepare("SELECT hidden_fn_1()").await.expect("prepare");
-    let (next, _next_rx) = client(&conninfo).await;
+    let (next, _next_rx) = notified_client(&conninfo).await;
     assert_eq!(row(&next, SESSION).await.expect("next"), fresh, "preparing runs nothing");
     first.query(&set_timeout, &[]).await.expect("run");
     assert_eq!(row(&next, SESSION).await.expect("next"), fresh, "after the first run");
@@ -303,4 +278,12 @@ async fn a_statement_prepared_earlier_counts_each_time_it_runs() {
     drop((first, next));
     proxy.assert_no_leaks().await;
     proxy.stop().await;
+}
+
+/// Transaction mode over one server, so the next client gets the server the last one used.
+fn pool_of_one(pg: &harness::Cluster) -> ConfigBuilder {
+    ConfigBuilder::new(pg)
+        .pool("pool_mode = \"transaction\"")
+        .pool("pool_size = 1")
+        .pool("checkout_timeout = \"60s\"")
 }

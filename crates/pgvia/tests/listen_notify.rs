@@ -9,30 +9,14 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use futures_util::future::join_all;
-use futures_util::StreamExt;
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, Client, Notification};
+use tokio_postgres::Notification;
 
 fn transaction_config(pg: &harness::Cluster) -> ConfigBuilder {
     ConfigBuilder::new(pg)
         .pool("pool_mode = \"transaction\"")
         .pool("pool_size = 5")
         .pool("checkout_timeout = \"10s\"")
-}
-
-/// A tokio-postgres client whose notifications are collected on a channel.
-async fn listener(conninfo: &str) -> (Client, mpsc::UnboundedReceiver<Notification>) {
-    let (client, mut conn) = tokio_postgres::connect(conninfo, tokio_postgres::NoTls).await.expect("connect");
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
-        while let Some(Ok(message)) = messages.next().await {
-            if let AsyncMessage::Notification(n) = message {
-                let _ = tx.send(n);
-            }
-        }
-    });
-    (client, rx)
 }
 
 /// Receives `n` notifications (10 s limit). Returns (channel, payload) pairs in arrival order.
@@ -76,7 +60,7 @@ async fn a_hundred_listeners_over_three_channels_get_exactly_theirs() {
     let mut listeners = join_all((0..LISTENERS).map(|i| {
         let conninfo = conninfo.clone();
         async move {
-            let (client, rx) = listener(&conninfo).await;
+            let (client, rx) = notified_client(&conninfo).await;
             let channel = channels[i % 3];
             let other = channels[(i + 1) % 3];
             let ident = format!("\"{channel}\"");
@@ -168,7 +152,7 @@ async fn notifications_reach_a_client_inside_a_transaction_and_its_own() {
     let pg = start_pg();
     let proxy = TestProxy::start(&transaction_config(&pg)).await;
     let conninfo = proxy.conninfo(USER, PASSWORD, DB);
-    let (a, mut rx) = listener(&conninfo).await;
+    let (a, mut rx) = notified_client(&conninfo).await;
     a.batch_execute("LISTEN news").await.unwrap();
     // The client's own NOTIFY comes back to it, as on a dedicated server, with the pid of the
     // server that ran it.

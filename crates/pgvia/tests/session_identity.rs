@@ -10,8 +10,6 @@ use std::time::{Duration, Instant};
 
 use common::raw::{query, RawConn};
 use common::{direct_conninfo, start_pg, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
-use futures_util::StreamExt;
-use tokio_postgres::AsyncMessage;
 
 /// The DataRow value of a one-row, one-column answer.
 async fn one_value(conn: &mut RawConn, sql: &str) -> String {
@@ -36,24 +34,12 @@ async fn session_mode_clients_see_their_real_backend() {
     assert_eq!(proxy.servers_created(), 1);
 
     // Its own notification carries the same pid, as directly.
-    let (client, mut conn) =
-        tokio_postgres::connect(&proxy.conninfo(USER, PASSWORD, DB), tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
-        while let Some(Ok(message)) = messages.next().await {
-            if let AsyncMessage::Notification(n) = message {
-                let _ = tx.send(n.process_id());
-            }
-        }
-    });
+    let (client, mut rx) = common::notified_client(&proxy.conninfo(USER, PASSWORD, DB)).await;
     client.batch_execute("LISTEN identity; NOTIFY identity").await.expect("listen and notify");
     let sender =
         tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("notification").expect("pid");
     let own: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.expect("pid").get(0);
-    assert_eq!(sender, own);
+    assert_eq!(sender.process_id(), own);
 
     // A cancel, sent to pgvia with the real pid and pgvia's secret, reaches the backend.
     let token = client.cancel_token();
@@ -111,7 +97,8 @@ async fn transaction_mode_keeps_a_made_up_pid() {
 async fn a_login_never_waits_for_a_busy_pool() {
     let pg = start_pg();
     let proxy =
-        TestProxy::start(&ConfigBuilder::new(&pg).pool("pool_mode = \"session\"").pool("pool_size = 1")).await;
+        TestProxy::start(&ConfigBuilder::new(&pg).pool("pool_mode = \"session\"").pool("pool_size = 1"))
+            .await;
     let mut first = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.expect("first login");
     let (first_pid, _) = first.key.expect("BackendKeyData");
     assert_eq!(one_value(&mut first, "SELECT pg_backend_pid()").await, first_pid.to_string());

@@ -318,3 +318,22 @@ pub fn assert_success(what: &str, out: &Output) {
 pub fn sqlstate(e: &tokio_postgres::Error) -> Option<String> {
     e.as_db_error().map(|d| d.code().code().to_owned())
 }
+
+/// A tokio-postgres client whose notifications are collected on a channel (the connection is
+/// driven in a task that forwards each NotificationResponse).
+pub async fn notified_client(
+    conninfo: &str,
+) -> (Client, tokio::sync::mpsc::UnboundedReceiver<tokio_postgres::Notification>) {
+    use futures_util::StreamExt;
+    let (client, mut conn) = tokio_postgres::connect(conninfo, NoTls).await.expect("connect");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+        while let Some(Ok(message)) = messages.next().await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = message {
+                let _ = tx.send(n);
+            }
+        }
+    });
+    (client, rx)
+}
