@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::ops::{admin_user, assert_pgbench_clean, console, console_as, pgbench, ADMIN, ADMIN_PASSWORD};
-use common::{start_pg, text, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
+use common::{app_backends, start_pg, text, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
 
 /// PgBouncer 1.18's `SHOW POOLS` columns, in order (checked against a running PgBouncer 1.18).
 const PGBOUNCER_POOLS: [&str; 16] = [
@@ -276,23 +276,12 @@ async fn kill_client_and_reconnect() {
     bystander.simple_query("SELECT 1").await.unwrap();
 
     // RECONNECT: the idle servers are replaced; clients carry on.
-    let before: Vec<String> = pg_backends(&pg).await;
+    let before: Vec<String> = app_backends(&pg);
     console(&pg, &proxy, "RECONNECT").await;
     console(&pg, &proxy, "WAIT_CLOSE").await;
     bystander.simple_query("SELECT 1").await.unwrap();
-    let after = pg_backends(&pg).await;
+    let after = app_backends(&pg);
     assert!(before.iter().all(|pid| !after.contains(pid)), "before {before:?} after {after:?}");
-}
-
-/// Backend pids of the `app` user's connections (pgvia's servers).
-async fn pg_backends(pg: &harness::Cluster) -> Vec<String> {
-    let list = pg
-        .psql(
-            DB,
-            &format!("SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE usename = '{USER}'"),
-        )
-        .unwrap();
-    list.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

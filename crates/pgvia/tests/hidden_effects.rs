@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::Client;
 
 /// One effect on the session, as plpgsql runs it in a function or `DO` body (`body`) and as
 /// a dynamic SQL statement (`sql`); `own` is what the first client sees of it afterwards.
@@ -137,16 +137,11 @@ fn describe(sql: &str, e: &tokio_postgres::Error) -> String {
 
 /// The values of a one-row simple query.
 async fn row(client: &Client, sql: &str) -> Result<Vec<String>, String> {
-    let messages = client.simple_query(sql).await.map_err(|e| describe(sql, &e))?;
-    messages
-        .into_iter()
-        .find_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).unwrap_or("NULL").to_owned()).collect())
-            }
-            _ => None,
-        })
-        .ok_or_else(|| format!("{sql}: no row"))
+    let row = first_row(client, sql).await.map_err(|e| describe(sql, &e))?;
+    if row.is_empty() {
+        return Err(format!("{sql}: no row"));
+    }
+    Ok(row)
 }
 
 fn setup_sql() -> String {

@@ -67,20 +67,10 @@ fn direct_addr(pg: &Cluster) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], pg.port()))
 }
 
-fn backend_pids(pg: &Cluster) -> Vec<String> {
-    let list = pg
-        .psql(
-            DB,
-            &format!("SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE usename = '{USER}'"),
-        )
-        .unwrap();
-    list.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect()
-}
-
 /// Waits until the backend `pid` has exited, so its transaction is over one way or the other.
 async fn backend_gone(pg: &Cluster, pid: i32) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while backend_pids(pg).contains(&pid.to_string()) {
+    while app_backends(pg).contains(&pid.to_string()) {
         assert!(Instant::now() < deadline, "backend {pid} still running");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

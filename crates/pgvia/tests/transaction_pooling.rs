@@ -17,16 +17,9 @@ fn transaction_config(pg: &harness::Cluster, pool_size: u32) -> ConfigBuilder {
 
 /// The values of a one-row simple query, in order.
 async fn row(client: &tokio_postgres::Client, sql: &str) -> Vec<String> {
-    let messages = client.simple_query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    messages
-        .into_iter()
-        .find_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).unwrap_or("NULL").to_owned()).collect())
-            }
-            _ => None,
-        })
-        .expect("a row")
+    let row = first_row(client, sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    assert!(!row.is_empty(), "{sql}: no row");
+    row
 }
 
 const CHECK: &str = "SELECT current_setting('search_path'), current_setting('TimeZone'), \

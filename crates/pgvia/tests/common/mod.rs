@@ -337,3 +337,29 @@ pub async fn notified_client(
     });
     (client, rx)
 }
+
+/// The first row of a simple query's answer, each value as text (`NULL` for null).
+pub async fn first_row(client: &Client, sql: &str) -> Result<Vec<String>, tokio_postgres::Error> {
+    let messages = client.simple_query(sql).await?;
+    Ok(messages
+        .into_iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).unwrap_or("NULL").to_owned()).collect())
+            }
+            _ => None,
+        })
+        .unwrap_or_default())
+}
+
+/// The pids of the backends PostgreSQL has for user `app` (pgvia's servers), asked over the
+/// cluster's own socket.
+pub fn app_backends(pg: &harness::Cluster) -> Vec<String> {
+    let list = pg
+        .psql(
+            DB,
+            &format!("SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE usename = '{USER}'"),
+        )
+        .expect("list backends");
+    list.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
