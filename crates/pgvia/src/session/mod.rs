@@ -12,6 +12,7 @@ mod memo;
 mod pipelined;
 mod relay;
 mod retry;
+mod server_scan;
 mod settings;
 mod startup;
 mod state;

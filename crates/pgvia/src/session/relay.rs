@@ -14,17 +14,18 @@ use wire::FrameDecoder;
 
 use super::error::SessionError;
 use super::pipelined::{release_hold_in_open_block, Pipelined};
+use super::server_scan::{answer_in_servers_place, first_reply, scan_server};
 use super::state::SessionState;
 use super::timeouts::{Timers, Wait};
 use crate::app::Phase;
 use crate::net::ClientStream;
 use crate::pool::Pool;
-use crate::prepared::forward::{reserved_name_error, write_answer, Forward, Sent, ServerSide};
+use crate::prepared::forward::{reserved_name_error, Forward, Sent, ServerSide};
 use crate::prepared::sql::SqlStatement;
 use crate::prepared::ClientStatements;
 use crate::routing::decide::analyze_parse;
-use crate::server::tracker::{Answer, Fate, Pending, Replies, Request};
-use crate::server::{FirstReply, FirstRequest, ServerConn, ServerError, ServerEvent};
+use crate::server::tracker::{Pending, Replies, Request};
+use crate::server::{FirstRequest, ServerConn, ServerError};
 use crate::stats::Meter;
 
 /// Stop reading a side while this much is waiting to be written to the other: the slower
@@ -279,7 +280,7 @@ fn forgets_statements(analysis: &route::Analysis) -> bool {
 
 /// Moves the first `n` bytes of `src` to the end of `dst`, without copying when `dst` is
 /// empty and `src` is taken whole (the common case).
-fn move_prefix(src: &mut BytesMut, dst: &mut BytesMut, n: usize) {
+pub(super) fn move_prefix(src: &mut BytesMut, dst: &mut BytesMut, n: usize) {
     if n == 0 {
         return;
     }
@@ -428,139 +429,6 @@ fn has_flush(buf: &[u8]) -> bool {
         pos = next;
     }
     false
-}
-
-/// Gives the replies pgvia owes in the server's place whose turn has come.
-/// Returns whether the last of them answered a whole query.
-fn answer_in_servers_place(server: &mut ServerConn, to_client: &mut BytesMut) -> bool {
-    let mut whole_query = false;
-    while let Some(answer) = server.tracker.take_answered() {
-        // The client has been answered: the request can no longer go to another server.
-        server.first_request = FirstRequest::Answered;
-        whole_query = matches!(answer, Answer::Command(..));
-        write_answer(to_client, answer);
-    }
-    whole_query
-}
-
-/// What a batch of server bytes held.
-struct ServerScan {
-    fatal: bool,
-    /// Transaction pooling: the server was terminated while it owed the client nothing (its
-    /// FATAL, dropped, came after the last reply): the client's transaction is complete and
-    /// the server is gone, which is no concern of the client's.
-    died_idle: bool,
-    /// A ReadyForQuery was among the frames.
-    ready: bool,
-    /// The recorded exchange failed on a stale plan of this statement and must be sent again.
-    stale_plan: Option<u64>,
-    error: Option<ServerError>,
-}
-
-/// Moves the whole server frames read so far to the client's write buffer, dropping replies
-/// to pgvia's own messages and adding the replies pgvia gives in the server's place.
-fn scan_server(
-    read_buf: &mut BytesMut,
-    to_client: &mut BytesMut,
-    server: &mut ServerConn,
-    meter: &mut Meter,
-    pooled: bool,
-) -> ServerScan {
-    let decoder = server.decoder;
-    let mut scan = ServerScan { fatal: false, died_idle: false, ready: false, stale_plan: None, error: None };
-    let buf = &read_buf[..];
-    let mut pos = 0;
-    let mut run_start = 0;
-    loop {
-        let len = match decoder.peek_len(&buf[pos..]) {
-            Ok(Some(len)) => len,
-            Ok(None) => break,
-            Err(e) => {
-                scan.error = Some(e.into());
-                break;
-            }
-        };
-        let tag = buf[pos];
-        let body = &buf[pos + 5..pos + len];
-        if pooled
-            && tag == wire::backend::tag::ERROR_RESPONSE
-            && server.tracker.is_quiescent()
-            && matches!(
-                crate::server::first_reply(&buf[pos..pos + len], &decoder),
-                FirstReply::Terminating(_)
-            )
-        {
-            // Nothing of what follows is the client's: the server is closing.
-            tracing::info!(
-                server = server.id,
-                pid = server.key.process_id,
-                "server connection terminated between transactions; closing it"
-            );
-            scan.died_idle = true;
-            break;
-        }
-        if tag == wire::backend::tag::PARAMETER_STATUS {
-            if let Err(e) = server.observe_body(tag, body) {
-                scan.error = Some(e);
-                break;
-            }
-        }
-        let (event, fate) = server.tracker.server_sent(tag, body);
-        tracing::trace!(tag = %char::from(tag), ?fate, ?event, "server frame");
-        // Replies to pgvia's own messages are not the client's traffic.
-        let forwarded = !matches!(fate, Fate::Drop);
-        match event {
-            ServerEvent::Fatal => scan.fatal = true,
-            ServerEvent::Desync => {
-                scan.error = Some(ServerError::Desync("a reply that answers no pending request"));
-                break;
-            }
-            ServerEvent::Ready { status, .. } => {
-                scan.ready = true;
-                if forwarded {
-                    meter.ready(1, status == wire::backend::TransactionStatus::Idle);
-                }
-            }
-            ServerEvent::StalePlan(id) => scan.stale_plan = Some(id),
-            ServerEvent::StaleSeen(id) => {
-                if let Some((stmt, epoch)) = server.statements.get_with_epoch(id) {
-                    stmt.plan_went_stale(epoch);
-                }
-            }
-            ServerEvent::Other => {}
-        }
-        if forwarded && tag == wire::backend::tag::ERROR_RESPONSE {
-            meter.error(wire::backend::Fields::new(body).code().unwrap_or_default().as_bytes());
-        }
-        let answered = server.tracker.take_answered();
-        match fate {
-            Fate::Forward if answered.is_none() => pos += len,
-            Fate::Forward => {
-                pos += len;
-                to_client.extend_from_slice(&buf[run_start..pos]);
-                run_start = pos;
-            }
-            Fate::Drop | Fate::Replace(_) => {
-                to_client.extend_from_slice(&buf[run_start..pos]);
-                if let Fate::Replace(frame) = fate {
-                    to_client.extend_from_slice(&frame);
-                }
-                pos += len;
-                run_start = pos;
-            }
-        }
-        if let Some(answer) = answered {
-            write_answer(to_client, answer);
-            answer_in_servers_place(server, to_client);
-        }
-    }
-    if run_start == 0 {
-        move_prefix(read_buf, to_client, pos);
-    } else {
-        to_client.extend_from_slice(&read_buf[run_start..pos]);
-        read_buf.advance(pos);
-    }
-    scan
 }
 
 /// Moves the whole, valid client frames read so far to the server's write buffer. On
@@ -820,29 +688,6 @@ pub async fn relay(
                     return RelayEnd::ClientDone;
                 }
             }
-        }
-    }
-}
-
-/// A server's first reply to a client's first request: a FATAL it sends when terminated
-/// from outside ends the relay before the client sees it, so the session can run the request
-/// on another server (`FirstRequest::Refused`). Anything else, and the request is answered.
-fn first_reply(server: &mut ServerConn, to_client: &mut BytesMut) -> Option<RelayEnd> {
-    if !matches!(server.first_request, FirstRequest::Unsent | FirstRequest::Awaiting) {
-        return None;
-    }
-    match crate::server::first_reply(&server.read_buf, &server.decoder) {
-        FirstReply::Incomplete => None,
-        FirstReply::Terminating(error) => {
-            server.first_request = FirstRequest::Refused;
-            server.broken = true;
-            Some(RelayEnd::ServerLost { error, told_client: false })
-        }
-        FirstReply::Other => {
-            server.first_request = FirstRequest::Answered;
-            // Replies pgvia held back for this moment go first, in their turn.
-            answer_in_servers_place(server, to_client);
-            None
         }
     }
 }
