@@ -10,7 +10,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::raw::{self, Msg, RawConn};
+use common::raw::{self, summary, Msg, RawConn};
 use common::{connect, start_pg, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
 use futures_util::future::join_all;
 
@@ -19,25 +19,6 @@ fn transaction_config(pg: &harness::Cluster, pool_size: u32) -> ConfigBuilder {
         .pool("pool_mode = \"transaction\"")
         .pool(&format!("pool_size = {pool_size}"))
         .pool("checkout_timeout = \"60s\"")
-}
-
-/// A message as the comparison sees it: its tag and what matters of its content.
-fn summary(m: &Msg) -> Option<String> {
-    let tag = char::from(m.tag);
-    Some(match m.tag {
-        // Notices and parameter reports are not part of what is compared.
-        b'N' | b'S' => return None,
-        b'E' => {
-            let f = m.fields();
-            format!(
-                "E {} {}",
-                f.get(&'C').cloned().unwrap_or_default(),
-                f.get(&'M').cloned().unwrap_or_default()
-            )
-        }
-        b'Z' | b'C' | b'D' => format!("{tag} {}", String::from_utf8_lossy(&m.body).replace('\0', "|")),
-        _ => tag.to_string(),
-    })
 }
 
 /// The summary of a DataRow with one text value.

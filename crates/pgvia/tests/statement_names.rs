@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use common::raw::{self, Msg, RawConn};
+use common::raw::{self, summary, Msg, RawConn};
 use common::{start_pg, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -24,25 +24,6 @@ fn transaction_config(pg: &harness::Cluster) -> ConfigBuilder {
     // One server: the intruder's requests reach the very server that holds the victim's
     // statement.
     ConfigBuilder::new(pg).pool("pool_mode = \"transaction\"").pool("pool_size = 1")
-}
-
-/// A message as the comparison sees it: its tag and what matters of its content.
-fn summary(m: &Msg) -> Option<String> {
-    Some(match m.tag {
-        b'N' | b'S' => return None,
-        b'E' => {
-            let f = m.fields();
-            format!(
-                "E {} {}",
-                f.get(&'C').cloned().unwrap_or_default(),
-                f.get(&'M').cloned().unwrap_or_default()
-            )
-        }
-        b'Z' | b'C' | b'D' => {
-            format!("{} {}", char::from(m.tag), String::from_utf8_lossy(&m.body).replace('\0', "|"))
-        }
-        _ => char::from(m.tag).to_string(),
-    })
 }
 
 /// Sends `bytes` and reads up to the `readies`-th ReadyForQuery.

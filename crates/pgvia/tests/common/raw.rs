@@ -386,3 +386,23 @@ pub fn describe(msgs: &[Msg]) -> Vec<String> {
         })
         .collect()
 }
+
+/// A message as a differential comparison sees it: its tag and what matters of its content
+/// (an error's SQLSTATE and message, a row's or tag's bytes); notices and parameter reports
+/// are left out (`None`).
+pub fn summary(m: &Msg) -> Option<String> {
+    let tag = char::from(m.tag);
+    Some(match m.tag {
+        b'N' | b'S' => return None,
+        b'E' => {
+            let f = m.fields();
+            format!(
+                "E {} {}",
+                f.get(&'C').cloned().unwrap_or_default(),
+                f.get(&'M').cloned().unwrap_or_default()
+            )
+        }
+        b'Z' | b'C' | b'D' => format!("{tag} {}", String::from_utf8_lossy(&m.body).replace('\0', "|")),
+        _ => tag.to_string(),
+    })
+}
