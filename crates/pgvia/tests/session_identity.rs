@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::raw::{query, RawConn};
-use common::{direct_conninfo, start_pg, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
+use common::{start_pg, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
 
 /// The DataRow value of a one-row, one-column answer.
 async fn one_value(conn: &mut RawConn, sql: &str) -> String {
@@ -19,6 +19,16 @@ async fn one_value(conn: &mut RawConn, sql: &str) -> String {
     let body = &row.body[2..];
     let len = i32::from_be_bytes([body[0], body[1], body[2], body[3]]) as usize;
     String::from_utf8(body[4..4 + len].to_vec()).expect("text value")
+}
+
+/// Runs `pg_terminate_backend(pg_backend_pid())` and returns the SQLSTATE of the error the
+/// connection ends with.
+async fn terminate_own_backend(conn: &mut RawConn, how: &str) -> String {
+    conn.send(&query("SELECT pg_terminate_backend(pg_backend_pid())")).await;
+    let msgs = conn.until_closed(Duration::from_secs(5)).await.unwrap_or_else(|| panic!("still open {how}"));
+    msgs.iter()
+        .find_map(|m| m.sqlstate())
+        .unwrap_or_else(|| panic!("no error {how}: {:?}", common::raw::describe(&msgs)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,26 +65,12 @@ async fn session_mode_clients_see_their_real_backend() {
     assert!(started.elapsed() < Duration::from_secs(5));
 
     // Terminating its own backend ends the session with PostgreSQL's own FATAL, as directly.
-    let direct_code = {
-        let mut direct =
-            RawConn::login(format!("{}:{}", pg.host(), pg.port()).parse().expect("addr"), USER, PASSWORD, DB)
-                .await
-                .expect("direct login");
-        direct.send(&query("SELECT pg_terminate_backend(pg_backend_pid())")).await;
-        let msgs = direct.until_closed(Duration::from_secs(5)).await.expect("direct connection closed");
-        msgs.iter()
-            .find_map(|m| m.sqlstate())
-            .unwrap_or_else(|| panic!("no error directly: {:?}", common::raw::describe(&msgs)))
-    };
-    raw.send(&query("SELECT pg_terminate_backend(pg_backend_pid())")).await;
-    let msgs = raw.until_closed(Duration::from_secs(5)).await.expect("the session ended");
-    let code = msgs
-        .iter()
-        .find_map(|m| m.sqlstate())
-        .unwrap_or_else(|| panic!("no error through pgvia: {:?}", common::raw::describe(&msgs)));
-    assert_eq!(code, direct_code, "{msgs:?}");
+    let direct_addr = format!("{}:{}", pg.host(), pg.port()).parse().expect("addr");
+    let mut direct = RawConn::login(direct_addr, USER, PASSWORD, DB).await.expect("direct login");
+    let direct_code = terminate_own_backend(&mut direct, "directly").await;
+    let code = terminate_own_backend(&mut raw, "through pgvia").await;
+    assert_eq!(code, direct_code);
     assert_eq!(code, "57P01");
-    let _ = direct_conninfo;
 
     proxy.assert_no_leaks().await;
     proxy.stop().await;

@@ -125,7 +125,7 @@ impl KeyType {
             }
         };
         Ok(match self {
-            KeyType::SmallInt => Value::Int(i64::from(i16::from_be_bytes([exact(2)?[0], bytes[1]]))),
+            KeyType::SmallInt => Value::Int(i64::from(i16::from_be_bytes(array(exact(2)?)))),
             KeyType::Integer => Value::Int(i64::from(i32::from_be_bytes(array(exact(4)?)))),
             KeyType::BigInt => Value::Int(i64::from_be_bytes(array(exact(8)?))),
             KeyType::Text => Value::Text(bytes.into()),
