@@ -88,6 +88,8 @@ pub struct App {
     pub statements: Arc<crate::prepared::Registry>,
     pub cancels: Arc<CancelRegistry>,
     pub clients: Arc<ClientRegistry>,
+    /// Bounds on connections logging in, cancels, password hashing and large messages.
+    pub admission: Arc<crate::net::limits::Admission>,
     pub tls: Option<TlsAcceptor>,
     pub started: SystemTime,
     phase: watch::Sender<Phase>,
@@ -128,6 +130,7 @@ impl App {
         let analyzer = route::Analyzer::new(config.analyzer_options())?;
         let statements = Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default()));
         set_statement_caps(&statements, &config);
+        let admission = Arc::new(crate::net::limits::Admission::new(&config.limits));
         Ok(Arc::new(Self {
             analyzer,
             snapshot: ArcSwap::from_pointee(Snapshot::new(config)?),
@@ -137,6 +140,7 @@ impl App {
             statements,
             cancels: Arc::new(CancelRegistry::default()),
             clients: Arc::new(ClientRegistry::default()),
+            admission,
             tls,
             started: SystemTime::now(),
             phase,
@@ -374,6 +378,24 @@ impl App {
         take_slot(counter, limit, || match what {
             None => "sorry, too many clients already".to_owned(),
             Some(db) => format!("too many connections for database \"{db}\""),
+        })
+    }
+
+    /// Counts a client against `general.max_client_connections`, of which the last
+    /// `limits.admin_reserved_connections` places are for admin users only, so the admin
+    /// console gets in when ordinary clients have filled pgvia.
+    pub fn process_slot(&self, admin: bool) -> Result<ClientSlot<'_>, SessionError> {
+        let config = self.config();
+        let max = config.general.max_client_connections as usize;
+        let reserved = if admin { 0 } else { config.limits.admin_reserved_connections as usize };
+        take_slot(CounterRef::Process(&self.clients_count), Some(max.saturating_sub(reserved)), || {
+            if reserved == 0 {
+                "sorry, too many clients already".to_owned()
+            } else {
+                format!(
+                    "sorry, too many clients already (the last {reserved} of max_client_connections are reserved for admin users)"
+                )
+            }
         })
     }
 

@@ -29,7 +29,8 @@ impl Outcome {
     }
 }
 
-/// Descriptors a configuration may need at once: one per client allowed, one per server
+/// Descriptors a configuration may need at once: one per client allowed (logged in, or
+/// logging in: `limits.max_pending_logins`), one per metrics connection, one per server
 /// each database's pool may open (`[pool] pool_size`, or the database's own), and
 /// [`OVERHEAD`].
 pub fn needed(config: &Config) -> u64 {
@@ -38,7 +39,12 @@ pub fn needed(config: &Config) -> u64 {
         .iter()
         .map(|d| u64::from(d.pool_size.unwrap_or(config.pool.pool_size)) * config.users.len().max(1) as u64)
         .sum();
-    u64::from(config.general.max_client_connections) + per_db + OVERHEAD
+    let limits = &config.limits;
+    u64::from(config.general.max_client_connections)
+        + u64::from(limits.max_pending_logins)
+        + u64::from(limits.metrics_max_connections)
+        + per_db
+        + OVERHEAD
 }
 
 /// Raises the soft limit to the hard one (as far as the kernel allows) and says whether it
@@ -97,7 +103,7 @@ mod tests {
         let outcome = raise(&config);
         assert_eq!(outcome.limit, before.maximum);
         assert_eq!(getrlimit(Resource::Nofile).current, before.maximum);
-        assert_eq!(outcome.needed, 10 + OVERHEAD);
+        assert_eq!(outcome.needed, 10 + 1000 + 16 + OVERHEAD);
         assert!(outcome.is_enough());
         let huge = Outcome { limit: Some(1024), needed: 10_000 + OVERHEAD };
         assert!(!huge.is_enough());

@@ -78,9 +78,7 @@ impl Proxy {
                 _ = &mut stop => break,
                 _ = app.shutdown_requested.notified() => break,
                 accepted = listener.accept() => match accepted {
-                    Ok((tcp, peer)) => {
-                        tokio::spawn(crate::session::serve(app.clone(), tcp, peer));
-                    }
+                    Ok((tcp, peer)) => admit(&app, tcp, peer),
                     Err(e) => {
                         // Running out of file descriptors must not end the process; back off.
                         tracing::warn!(error = %e, "accept failed");
@@ -113,6 +111,33 @@ impl Proxy {
         }
         app.notify.close_all();
         tracing::info!("pgvia stopped");
+    }
+}
+
+/// Starts a session for a new connection, or closes it at once with 53300 when too many
+/// connections are logging in (in all, or from its address). The refusal is written without
+/// waiting (a fresh socket's send buffer takes it whole) and logged at most once a second,
+/// with a count, so a flood costs neither a task per connection nor a log line each.
+fn admit(app: &Arc<App>, tcp: tokio::net::TcpStream, peer: SocketAddr) {
+    let admitted = app.admission.admit(peer.ip(), &app.config().limits);
+    match admitted {
+        Ok(pending) => {
+            tokio::spawn(crate::session::serve(app.clone(), tcp, peer, pending));
+        }
+        Err(refusal) => {
+            let mut out = bytes::BytesMut::new();
+            let message = refusal.message();
+            wire::build::ErrorFields::with_code(
+                wire::build::Severity::Fatal,
+                refusal.sqlstate().code(),
+                &message,
+            )
+            .write(&mut out);
+            let _ = tcp.try_write(&out);
+            if let Some(count) = app.admission.note_refusal() {
+                tracing::warn!(%peer, refused = count, reason = %message, "connections refused before login");
+            }
+        }
     }
 }
 

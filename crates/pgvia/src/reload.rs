@@ -120,5 +120,9 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     check(a.log_format != b.log_format, "general.log_format");
     check(a.metrics_listen != b.metrics_listen, "general.metrics_listen");
     check(old.analysis != new.analysis, "analysis");
+    check(
+        old.limits.max_concurrent_password_hashes != new.limits.max_concurrent_password_hashes,
+        "limits.max_concurrent_password_hashes",
+    );
     out
 }

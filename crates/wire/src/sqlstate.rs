@@ -15,6 +15,7 @@ impl SqlState {
     pub const INVALID_CATALOG_NAME: Self = Self("3D000");
     pub const TOO_MANY_CONNECTIONS: Self = Self("53300");
     pub const CONFIGURATION_LIMIT_EXCEEDED: Self = Self("53400");
+    pub const OUT_OF_MEMORY: Self = Self("53200");
     pub const QUERY_CANCELED: Self = Self("57014");
     pub const ADMIN_SHUTDOWN: Self = Self("57P01");
     pub const CANNOT_CONNECT_NOW: Self = Self("57P03");

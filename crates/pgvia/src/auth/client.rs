@@ -178,6 +178,12 @@ impl ClientAuthenticator {
         Self { state, user: user.to_owned() }
     }
 
+    /// True when the next PasswordMessage will be checked by hashing the password (cleartext
+    /// against a SCRAM verifier: PBKDF2), which the session runs off its async worker.
+    pub fn hashes_next(&self) -> bool {
+        matches!(&self.state, State::Cleartext { secret: Ok(Secret::Scram(_)) })
+    }
+
     /// True once the client is authenticated (at once for `Trust`).
     pub fn is_done(&self) -> bool {
         matches!(self.state, State::Done { .. })

@@ -6,6 +6,7 @@
 //! The file format is documented for operators in `docs/configuration.md`.
 
 mod error;
+mod limits;
 mod model;
 mod resolve;
 mod routing;
@@ -18,6 +19,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub use error::{ConfigError, Problem};
+pub use limits::Limits;
 pub use model::{
     AnalysisSettings, AuthMethod, CacheAdmission, Config, Database, General, LogFormat, PasswordFormat,
     PoolDefaults, PoolMode, PoolSettings, TlsMode, User,

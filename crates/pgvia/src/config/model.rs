@@ -83,6 +83,9 @@ pub struct Config {
     /// does not apply it (restart).
     #[serde(default)]
     pub analysis: AnalysisSettings,
+    /// `[limits]`: bounds on what clients can make pgvia hold. Optional.
+    #[serde(default)]
+    pub limits: super::limits::Limits,
     /// The file this configuration was read from, re-read by a reload. Not a key.
     #[serde(skip)]
     pub origin: PathBuf,
@@ -131,6 +134,9 @@ pub struct General {
     /// `host:port` of the HTTP listener serving `/metrics` and `/health`. Default: none (off).
     /// Restart to change.
     pub metrics_listen: Option<String>,
+    /// Bearer token the metrics listener asks for (`Authorization: Bearer <token>`).
+    /// Default: none (no authentication).
+    pub metrics_auth_token: Option<Password>,
     /// Log line format: `text` or `json`. Default `text`. Restart to change.
     pub log_format: LogFormat,
     /// Log a line when a client logs in and when it leaves (address, user, database, why).
@@ -181,6 +187,7 @@ impl Default for General {
             server_reset_timeout: Duration::from_secs(5),
             log_level: "info".to_owned(),
             metrics_listen: None,
+            metrics_auth_token: None,
             log_format: LogFormat::Text,
             log_connections: true,
             slow_query_threshold: Duration::ZERO,

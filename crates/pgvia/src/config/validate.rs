@@ -42,6 +42,9 @@ pub(crate) fn validate(config: &Config) -> Vec<Problem> {
     v.users(config);
     v.min_idle_within_pool_size(config, &pool, &databases, &users);
     v.analysis(config);
+    for (key, message) in super::limits::problems(&config.limits, &config.general) {
+        v.report(key, message);
+    }
     v.problems
 }
 
@@ -87,6 +90,9 @@ impl Validator {
         }
         if let Err(message) = check_log_level(&g.log_level) {
             self.report("general.log_level", message);
+        }
+        if g.metrics_auth_token.as_deref().is_some_and(|t| t.is_empty() || t.contains(char::is_whitespace)) {
+            self.report("general.metrics_auth_token", "must be non-empty and contain no spaces");
         }
         if let Some(addr) = &g.metrics_listen {
             if let Err(message) = check_host_port(addr) {

@@ -124,7 +124,9 @@ fn rule(key: &str) -> Rule {
         "ignore_startup_parameters" | "track_extra_parameters" => {
             NotNeeded("pgvia applies every startup parameter the client sends on each server it gets")
         }
-        "client_login_timeout" => NotNeeded("pgvia's login time limit is fixed at 60 s, as PostgreSQL's"),
+        "client_login_timeout" => {
+            NotNeeded("pgvia's login time limit is limits.startup_timeout (60 s unless set, as PostgreSQL's)")
+        }
         "pkt_buf" | "sbuf_loopcnt" | "tcp_defer_accept" | "tcp_socket_buffer" | "tcp_keepalive"
         | "tcp_keepcnt" | "tcp_keepidle" | "tcp_keepintvl" | "tcp_user_timeout" | "so_reuseport" => {
             NotNeeded("pgvia sizes its buffers and sets its socket options itself")

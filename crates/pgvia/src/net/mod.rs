@@ -1,5 +1,6 @@
 //! Sockets: the listener, client streams that may be TLS, and TLS configuration.
 
+pub mod limits;
 pub mod listener;
 pub mod stream;
 pub mod tls;

@@ -33,11 +33,6 @@ use crate::server::tracker::{Pending, Replies, Request};
 use crate::server::ServerParams;
 use crate::server::CANCEL_SETTLE;
 
-/// Bytes of answers pgvia gave without a server that may wait for the client to read them
-/// before pgvia stops reading its socket (as PostgreSQL stops reading a client that does not
-/// read its replies).
-const LOCAL_ANSWERS_PENDING: usize = 1024 * 1024;
-
 /// A transaction-control statement pgvia answers itself while the client holds no server.
 enum Local {
     /// A lone `BEGIN`/`START TRANSACTION`: the server is taken at the first real statement, so
@@ -363,6 +358,13 @@ impl Session<'_> {
             if self.bufs.from_client.capacity() > 0 {
                 relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
             }
+            if let Err(e) = self.bufs.read_limits.before_read(&self.bufs.from_client, &self.decoder) {
+                return Some(RelayEnd::Error(e));
+            }
+            // A client that sends without reading what pgvia answered locally is not read
+            // further until it does: its answers cannot pile up without bound.
+            let readable =
+                self.bufs.read_limits.may_read(&self.bufs.to_client, &self.bufs.from_client, &self.decoder);
             // Replies of the last transaction may still be on their way to the client.
             let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
             let mut inbox = self.inbox.as_mut();
@@ -382,10 +384,7 @@ impl Session<'_> {
                 wait = self.timers.expired(), if self.timers.armed() => {
                     return Some(RelayEnd::Error(self.timers.closing_error(wait)));
                 }
-                // A client that sends without reading what pgvia answered locally is not
-                // read further until it does: its answers cannot pile up without bound.
-                r = reader.read_buf(&mut self.bufs.from_client),
-                    if self.bufs.to_client.len() < LOCAL_ANSWERS_PENDING =>
+                r = reader.read_buf(&mut self.bufs.from_client), if readable =>
                 match r {
                     Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
                     Ok(n) => {

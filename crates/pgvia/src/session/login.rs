@@ -109,7 +109,25 @@ pub async fn authenticate(
         if frame.tag() != tag::PASSWORD {
             return Err(SessionError::ProtocolState("expected a password response during authentication"));
         }
-        match auth.on_password_message(frame.body(), out) {
+        let step = if auth.hashes_next() {
+            // PBKDF2 over thousands of iterations: a few milliseconds of CPU that must not
+            // stall the worker's other sessions, and at most a few at once.
+            let permit = app.admission.hashing_permit().await;
+            let (back, step, reply) = tokio::task::spawn_blocking(move || {
+                let mut reply = BytesMut::new();
+                let step = auth.on_password_message(frame.body(), &mut reply);
+                (auth, step, reply)
+            })
+            .await
+            .map_err(|e| SessionError::ClientIo(std::io::Error::other(e)))?;
+            drop(permit);
+            auth = back;
+            out.extend_from_slice(&reply);
+            step
+        } else {
+            auth.on_password_message(frame.body(), out)
+        };
+        match step {
             Ok(AuthStep::Continue) => continue,
             Ok(AuthStep::Done) => return Ok(()),
             Err(source) => return Err(SessionError::Auth { user: user.to_owned(), source }),

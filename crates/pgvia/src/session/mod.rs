@@ -4,6 +4,7 @@
 //! logged-in session (server assignment, settings), `relay` the bytes in between; this file
 //! strings them together.
 
+mod backpressure;
 mod client;
 mod error;
 mod local;
@@ -38,23 +39,21 @@ pub use state::PinReason;
 use crate::app::App;
 use crate::clients::ClientIdentity;
 use crate::config::{Config, PoolMode, RolePreference};
+use crate::net::limits::PendingLogin;
 use crate::net::ClientStream;
 use crate::server::ServerParams;
-
-/// How long a client may take from connecting to finishing authentication, as PostgreSQL's
-/// `authentication_timeout` default.
-const LOGIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long the last write to a client that is being closed may take. Its socket's buffers
 /// take a few frames at once; one that cannot is not reading, and gets nothing more.
 const LAST_WORDS: Duration = Duration::from_secs(1);
 
 /// Serves one client connection to the end. Never panics on client input; logs why it ended.
-pub async fn serve(app: Arc<App>, tcp: TcpStream, peer: SocketAddr) {
+/// `pending` is the connection's place among those logging in, given back once it has.
+pub async fn serve(app: Arc<App>, tcp: TcpStream, peer: SocketAddr, pending: PendingLogin) {
     crate::net::stream::tune(&tcp);
     let _session = app.session_started();
     let local = tcp.local_addr().ok();
-    match run(&app, tcp, Endpoints { peer, local }).await {
+    match run(&app, tcp, Endpoints { peer, local }, pending).await {
         Ok(()) => tracing::debug!(%peer, "client session ended"),
         Err(SessionError::ClientIo(e)) => tracing::debug!(%peer, error = %e, "client connection closed"),
         Err(e) => tracing::info!(%peer, error = %e, "client refused"),
@@ -68,16 +67,20 @@ struct Endpoints {
     local: Option<SocketAddr>,
 }
 
-async fn run(app: &App, tcp: TcpStream, ends: Endpoints) -> Result<(), SessionError> {
-    let opening = tokio::time::timeout(LOGIN_TIMEOUT, startup::open(app, tcp))
+async fn run(app: &App, tcp: TcpStream, ends: Endpoints, pending: PendingLogin) -> Result<(), SessionError> {
+    // One deadline from accept to the end of authentication (`limits.startup_timeout`), so a
+    // client cannot stretch its login by taking each step slowly.
+    let limit = app.config().limits.startup_timeout;
+    let login = Login { deadline: tokio::time::Instant::now() + limit, limit, pending };
+    let opening = tokio::time::timeout_at(login.deadline, startup::open(app, tcp))
         .await
-        .map_err(|_| SessionError::LoginTimeout(LOGIN_TIMEOUT))??;
+        .map_err(|_| SessionError::LoginTimeout(limit))??;
     let mut out = BytesMut::with_capacity(512);
     let (mut stream, result) = match opening {
         None | Some(Opening::Cancelled) => return Ok(()),
         Some(Opening::Refused { stream, error }) => (stream, Err(error)),
         Some(Opening::Login { mut stream, startup, mut buf }) => {
-            let result = logged_in(app, &mut stream, &startup, &mut buf, &mut out, ends).await;
+            let result = logged_in(app, &mut stream, &startup, &mut buf, &mut out, ends, login).await;
             (stream, result)
         }
     };
@@ -90,6 +93,14 @@ async fn run(app: &App, tcp: TcpStream, ends: Endpoints) -> Result<(), SessionEr
     result
 }
 
+/// A connection that is logging in: when it must be done, and its place among those logging
+/// in (`limits.max_pending_logins`).
+struct Login {
+    deadline: tokio::time::Instant,
+    limit: Duration,
+    pending: PendingLogin,
+}
+
 /// Logs the client in, then serves it. Errors returned are login failures; how a session
 /// ended after login is logged by the session itself.
 async fn logged_in(
@@ -99,16 +110,19 @@ async fn logged_in(
     buf: &mut BytesMut,
     out: &mut BytesMut,
     ends: Endpoints,
+    login: Login,
 ) -> Result<(), SessionError> {
     let since = std::time::Instant::now();
-    let _client_slot = app.client_slot(None)?;
     let identity = login::identify(startup)?;
     login::negotiate(startup, out);
     let auth = login::authenticate(app, stream, buf, out, &identity.user);
-    tokio::time::timeout(LOGIN_TIMEOUT, auth)
+    tokio::time::timeout_at(login.deadline, auth)
         .await
-        .map_err(|_| SessionError::LoginTimeout(LOGIN_TIMEOUT))??;
+        .map_err(|_| SessionError::LoginTimeout(login.limit))??;
     let config = app.config();
+    // Counted once authenticated: a host that cannot log in holds a place among those
+    // logging in (bounded per address), never one of max_client_connections.
+    let _client_slot = app.process_slot(config.user(&identity.user).is_some_and(|u| u.admin))?;
     let tls = stream.is_tls();
     let who = |admin| ClientIdentity {
         peer: ends.peer,
@@ -129,6 +143,7 @@ async fn logged_in(
                 ),
             ));
         }
+        drop(login.pending);
         let handle = app.clients.register(who(true), since, None, || app.phase());
         let log = config.general.log_connections;
         drop(config);
@@ -193,6 +208,7 @@ async fn logged_in(
     build::backend_key_data(out, cancel.process_id, &cancel.secret);
     build::ready_for_query(out, TransactionStatus::Idle.as_byte());
     send(stream, out).await?;
+    drop(login.pending);
     // Logged in: what is left of the login's buffers would stay with an idle client for its
     // whole life. The session's own buffers grow when it sends or is sent something.
     *out = BytesMut::new();
@@ -211,6 +227,7 @@ async fn logged_in(
     let mut session = {
         let mut bufs = relay::Buffers::new();
         bufs.meter = crate::stats::Meter::new(info.clone(), config.general.slow_query_threshold);
+        bufs.read_limits = backpressure::ReadLimits::new(app.admission.clone(), &config.limits);
         if buf.is_empty() {
             *buf = BytesMut::new();
         } else {

@@ -43,6 +43,8 @@ pub struct Buffers {
     pub meter: Meter,
     /// The client's first request to the server it holds, kept until the server answers.
     pub first: super::retry::FirstAttempt,
+    /// When the client may be read (high-water mark, large-message budget).
+    pub read_limits: super::backpressure::ReadLimits,
 }
 
 impl Buffers {
@@ -562,6 +564,11 @@ pub async fn relay(
         timers.enter(Wait::holding(server, client_stalled));
         ensure_room(&mut server.read_buf, RELAY_READ);
         ensure_room(&mut bufs.from_client, RELAY_READ);
+        if let Err(e) = bufs.read_limits.before_read(&bufs.from_client, decoder) {
+            return RelayEnd::Error(e);
+        }
+        let client_readable = bufs.to_server.len() < HIGH_WATER
+            && bufs.read_limits.may_read(&bufs.to_client, &bufs.from_client, decoder);
         // Borrow the socket halves and the server's fields separately so one select can wait
         // on all four directions.
         let (mut sr, mut sw) = server.stream.split();
@@ -640,7 +647,7 @@ pub async fn relay(
                     return RelayEnd::Quiescent;
                 }
             }
-            r = cr.read_buf(&mut bufs.from_client), if bufs.to_server.len() < HIGH_WATER => {
+            r = cr.read_buf(&mut bufs.from_client), if client_readable => {
                 let n = match r {
                     Ok(0) | Err(_) => return RelayEnd::ClientDone,
                     Ok(n) => n,

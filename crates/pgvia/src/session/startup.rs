@@ -106,7 +106,13 @@ pub async fn open(app: &App, mut tcp: TcpStream) -> Result<Option<Opening>, Sess
                 return Ok(Some(Opening::Refused { stream, error }));
             }
             StartupPacket::Cancel { process_id, secret } => {
-                if let Some(cancel) = app.cancels.lookup(process_id, &secret) {
+                // Checked before the key: guessing keys costs the guesser the same budget.
+                if !app.admission.allow_cancel(&app.config().limits) {
+                    tracing::warn!(
+                        process_id,
+                        "cancel request dropped: over limits.cancel_requests_per_second"
+                    );
+                } else if let Some(cancel) = app.cancels.lookup(process_id, &secret) {
                     let server = cancel.target.server;
                     if let Err(e) = crate::cancel::forward(cancel, app.cancel_timeout()).await {
                         tracing::warn!(error = %e, %server, "could not forward cancel request");

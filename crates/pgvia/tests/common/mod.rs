@@ -63,6 +63,7 @@ pub struct ConfigBuilder {
     pool: Vec<String>,
     databases: Vec<String>,
     users: Vec<String>,
+    limits: Vec<String>,
 }
 
 impl ConfigBuilder {
@@ -76,6 +77,7 @@ impl ConfigBuilder {
                 pg.port()
             )],
             users: vec![format!("name = \"{USER}\"\npassword = \"{PASSWORD}\"")],
+            limits: Vec::new(),
         }
     }
 
@@ -94,6 +96,12 @@ impl ConfigBuilder {
         let key = line.split('=').next().unwrap_or_default().trim();
         self.pool.retain(|l| l.split('=').next().unwrap_or_default().trim() != key);
         self.pool.push(line.to_owned());
+        self
+    }
+
+    /// Adds a `key = value` line to `[limits]`.
+    pub fn limits(mut self, line: &str) -> Self {
+        self.limits.push(line.to_owned());
         self
     }
 
@@ -116,6 +124,9 @@ impl ConfigBuilder {
         }
         for u in &self.users {
             s.push_str(&format!("\n[[users]]\n{u}\n"));
+        }
+        if !self.limits.is_empty() {
+            s.push_str(&format!("\n[limits]\n{}\n", self.limits.join("\n")));
         }
         s
     }

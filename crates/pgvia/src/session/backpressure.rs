@@ -1,0 +1,107 @@
+//! When a session may read its client: the read high-water mark and the process-wide budget
+//! for large messages.
+//!
+//! pgvia answers some messages itself (a deferred BEGIN, COMMIT of an empty transaction, a
+//! lone Parse + Sync, `SHOW pgvia.role`, statement mode's refusals) and holds others back (a
+//! write waiting behind a replica's read, a refused statement waiting for the server to
+//! finish). A client that pipelines such messages without reading the answers would grow
+//! both buffers without end; this stops reading it while `limits.client_backlog_bytes` are
+//! waiting either way, and reads on once they drain: backpressure, as PostgreSQL's own
+//! blocked write gives, never an error.
+//!
+//! A message over [`LARGE_MESSAGE`] is received whole before it is passed on; its bytes are
+//! reserved from `limits.max_buffered_message_bytes` when its header arrives. When the budget
+//! is spent the client gets `FATAL 53200` and is closed: half a message cannot be skipped, and
+//! waiting would let slow senders hold the budget from everyone else.
+
+use std::sync::Arc;
+
+use wire::sqlstate::SqlState;
+use wire::FrameDecoder;
+
+use super::error::SessionError;
+use crate::net::limits::{Admission, BufferLease, LARGE_MESSAGE};
+
+/// The client side's read limits, one per session.
+pub struct ReadLimits {
+    /// Bytes waiting for the client (answers) or held from the server (client messages)
+    /// past which the client is not read.
+    backlog: usize,
+    budget: Option<Budget>,
+    /// The budget taken for the large message now being received.
+    lease: Option<BufferLease>,
+}
+
+struct Budget {
+    admission: Arc<Admission>,
+    /// `limits.max_buffered_message_bytes` when the session started.
+    cap: u64,
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        Self {
+            backlog: crate::config::Limits::default().client_backlog_bytes as usize,
+            budget: None,
+            lease: None,
+        }
+    }
+}
+
+impl ReadLimits {
+    /// The limits of `[limits]` as they are when the session starts.
+    pub fn new(admission: Arc<Admission>, limits: &crate::config::Limits) -> Self {
+        Self {
+            backlog: limits.client_backlog_bytes as usize,
+            budget: Some(Budget { admission, cap: limits.max_buffered_message_bytes }),
+            lease: None,
+        }
+    }
+
+    /// Whether to read the client now. `to_client` holds pgvia's answers (and the server's
+    /// replies) not yet written; `from_client` what the client sent that is not passed on.
+    /// Whole messages held back stop the reads; a message still arriving at the front of
+    /// `from_client` never does, or it could not be completed.
+    pub fn may_read(&self, to_client: &[u8], from_client: &[u8], decoder: &FrameDecoder) -> bool {
+        to_client.len() < self.backlog
+            && (from_client.len() < self.backlog || !matches!(decoder.peek_len(from_client), Ok(Some(_))))
+    }
+
+    /// Before a read: reserves budget for a large message whose header has arrived at the
+    /// front of `from_client`, and gives back what an earlier one held once it is through.
+    pub fn before_read(&mut self, from_client: &[u8], decoder: &FrameDecoder) -> Result<(), SessionError> {
+        let arriving = match decoder.peek_len(from_client) {
+            Ok(None) if from_client.len() >= 5 => declared(from_client),
+            _ => 0,
+        };
+        if arriving < LARGE_MESSAGE {
+            self.lease = None;
+            return Ok(());
+        }
+        if self.lease.as_ref().is_some_and(|l| l.bytes() == arriving) {
+            return Ok(());
+        }
+        self.lease = None;
+        let Some(budget) = &self.budget else { return Ok(()) };
+        match budget.admission.buffer_large(arriving, budget.cap) {
+            Some(lease) => {
+                self.lease = Some(lease);
+                Ok(())
+            }
+            None => Err(SessionError::refused(
+                SqlState::OUT_OF_MEMORY,
+                format!(
+                    "out of memory: a message of {arriving} bytes does not fit in pgvia's buffer for large messages \
+                     (limits.max_buffered_message_bytes = {}, {} in use)",
+                    budget.cap,
+                    budget.admission.buffered()
+                ),
+            )),
+        }
+    }
+}
+
+/// The whole length (tag included) a frame header declares; the caller checked it is valid.
+fn declared(buf: &[u8]) -> usize {
+    i32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]).max(4) as usize + 1
+}
