@@ -54,19 +54,29 @@ fn rss_kib() -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// Opens `n` connections to `port` from 127.0.0.2 in a child process (so this process's
-/// descriptor limit is not spent on them), which never sends a byte and holds them until its
-/// stdin closes. Returns the child once every connect has finished.
-async fn flood(port: u16, n: usize) -> tokio::process::Child {
+/// Opens `n` connections to `port` from 127.0.0.2 (source ports from `base` up) in a child
+/// process (so this process's descriptor limit is not spent on them), which never sends a
+/// byte and holds them until its stdin closes. Returns the child once every connect has
+/// finished.
+async fn flood(port: u16, n: usize, base: u16) -> tokio::process::Child {
     const SCRIPT: &str = r#"
 import resource, socket, sys
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-port, n = int(sys.argv[1]), int(sys.argv[2])
-held, failed = [], 0
-for _ in range(n):
+port, n, base = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+held, failed, local = [], 0, base
+# Source ports are picked here, below the ephemeral range (where the harness and the kernel
+# pick theirs): the kernel's own search slows to milliseconds a connect once half its range
+# is taken, and 20,000 is more than half.
+while len(held) + failed < n and local < base + 15000:
     s = socket.socket()
-    s.bind(("127.0.0.2", 0))
+    try:
+        s.bind(("127.0.0.2", local))
+    except OSError:
+        s.close()
+        local += 1
+        continue
+    local += 1
     s.settimeout(20)
     try:
         s.connect(("127.0.0.1", port))
@@ -78,7 +88,7 @@ print(len(held), failed, flush=True)
 sys.stdin.read()
 "#;
     let mut child = tokio::process::Command::new("python3")
-        .args(["-c", SCRIPT, &port.to_string(), &n.to_string()])
+        .args(["-c", SCRIPT, &port.to_string(), &n.to_string(), &base.to_string()])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -103,7 +113,7 @@ async fn silent_flood_from_one_address_leaves_room_for_admin_and_client() {
     let proxy = TestProxy::start(&ConfigBuilder::new(&pg).user(&admin_user())).await;
     // 20,000 connections, two children of 10,000 (the hard descriptor limit here is 20,000).
     let started = Instant::now();
-    let floods = [flood(proxy.port(), 10_000).await, flood(proxy.port(), 10_000).await];
+    let floods = [flood(proxy.port(), 10_000, 2000).await, flood(proxy.port(), 10_000, 17_000).await];
     eprintln!("20000 silent connections open after {:?}", started.elapsed());
     // Only the per-address share is kept logging in; the rest were refused at accept.
     let pending = proxy.app.admission.pending();
@@ -411,5 +421,50 @@ async fn metrics_listener_has_a_token_a_header_timeout_a_cap_and_a_health_cache(
     tokio::time::sleep(Duration::from_millis(100)).await;
     let (status, _) = http_get(addr, "/metrics", Some("s3cret")).await;
     assert!(status.contains("200"), "{status}");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn password_hashing_does_not_stall_other_clients() {
+    // One runtime thread for pgvia and its clients alike: a hash on it would stop them all.
+    let pg = start_pg();
+    pg.create_user("slow", "secret").unwrap();
+    // A SCRAM verifier whose key stretching takes about two seconds here.
+    let t = Instant::now();
+    wire::scram::ScramVerifier::from_password("pw", b"0123456789abcdef", 20_000);
+    let per_iteration = t.elapsed() / 20_000;
+    let iterations = (Duration::from_secs(2).as_nanos() / per_iteration.as_nanos().max(1)) as u32;
+    let verifier =
+        wire::scram::ScramVerifier::from_password("pw", b"0123456789abcdef", iterations.max(20_000));
+    let builder = ConfigBuilder::new(&pg)
+        .pool("pool_mode = \"transaction\"")
+        .general("allow_cleartext_without_tls = true")
+        .user(&format!(
+            "name = \"slow\"\npassword = \"{verifier}\"\nauth_method = \"cleartext\"\nserver_password = \"secret\""
+        ));
+    let proxy = TestProxy::start(&builder).await;
+    let other = proxy.connect(USER, PASSWORD, DB).await;
+    other.simple_query("SELECT 1").await.unwrap();
+
+    let addr = proxy.addr;
+    let login = tokio::spawn(async move {
+        let t = Instant::now();
+        let conn = RawConn::login(addr, "slow", "pw", DB).await;
+        (conn.is_ok(), t.elapsed())
+    });
+    let mut slowest = Duration::ZERO;
+    let mut queries = 0;
+    while !login.is_finished() {
+        let t = Instant::now();
+        other.simple_query("SELECT 1").await.unwrap();
+        slowest = slowest.max(t.elapsed());
+        queries += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (ok, took) = login.await.unwrap();
+    eprintln!("cleartext login against {iterations} iterations took {took:?}; {queries} queries meanwhile, slowest {slowest:?}");
+    assert!(ok, "the cleartext login failed");
+    assert!(took > Duration::from_millis(1000), "the hash was too quick to show anything ({took:?})");
+    assert!(slowest < Duration::from_millis(300), "a query waited {slowest:?} behind the hash");
     proxy.stop().await;
 }
