@@ -1,7 +1,9 @@
 //! Bounds on what a client controls (`[limits]`), each shown from the client's side against
 //! a real PostgreSQL: a flood of connections that never log in, a client that pipelines
-//! without reading, the startup timeout, the caps on connections logging in, the admin
-//! reserve, the large-message budget, the cancel rate and the metrics listener.
+//! without reading (answers pgvia gives itself, and messages held behind a running
+//! statement), the startup timeout, the caps on connections logging in, the admin reserve,
+//! the large-message budget, the cancel rate, the metrics listener and password hashing off
+//! the async workers.
 
 #![allow(clippy::unwrap_used)]
 
@@ -466,5 +468,53 @@ async fn password_hashing_does_not_stall_other_clients() {
     assert!(ok, "the cleartext login failed");
     assert!(took > Duration::from_millis(1000), "the hash was too quick to show anything ({took:?})");
     assert!(slowest < Duration::from_millis(300), "a query waited {slowest:?} behind the hash");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_held_behind_a_running_statement_stop_the_reads() {
+    // Statement mode holds a BEGIN back (to refuse it) until the server has answered what came
+    // before it; a client pipelining behind it without reading must not be read without end.
+    let _heavy = HEAVY.lock().await;
+    let pg = start_pg();
+    let proxy = TestProxy::start(&ConfigBuilder::new(&pg).pool("pool_mode = \"statement\"")).await;
+    let conn = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.unwrap();
+    let (mut replies, mut requests) = conn.stream.into_split();
+    let before = rss_kib();
+    requests.write_all(&query("SELECT pg_sleep(3)")).await.unwrap();
+    let mut chunk = Vec::new();
+    while chunk.len() < 64 * 1024 {
+        chunk.extend_from_slice(&query("BEGIN"));
+    }
+    let total = 100 * 1024 * 1024 / chunk.len();
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let progress = written.clone();
+    let writer = tokio::spawn(async move {
+        for _ in 0..total {
+            if requests.write_all(&chunk).await.is_err() {
+                return;
+            }
+            progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stalled_at = written.load(std::sync::atomic::Ordering::Relaxed);
+    let grown = rss_kib().saturating_sub(before);
+    eprintln!("held: written {stalled_at} of {total} chunks during the statement; RSS grew {grown} KiB");
+    assert!(stalled_at < total / 4, "pgvia kept reading: {stalled_at} of {total} chunks taken");
+    assert!(grown < 32 * 1024, "RSS grew {grown} KiB");
+    // The statement's answer comes first, then the refusals, in order.
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = Vec::new();
+    while got.len() < 64 * 1024 {
+        let n = tokio::time::timeout(Duration::from_secs(10), replies.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "pgvia closed the client");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    let sleep_done = text.find("SELECT 1").expect("the statement's CommandComplete");
+    let refusal = text.find("transaction blocks are not allowed").expect("a refusal");
+    assert!(sleep_done < refusal);
+    writer.abort();
     proxy.stop().await;
 }
