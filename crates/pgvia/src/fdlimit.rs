@@ -103,7 +103,7 @@ mod tests {
         let outcome = raise(&config);
         assert_eq!(outcome.limit, before.maximum);
         assert_eq!(getrlimit(Resource::Nofile).current, before.maximum);
-        assert_eq!(outcome.needed, 10 + 1000 + 16 + OVERHEAD);
+        assert_eq!(outcome.needed, 10 + 2000 + 16 + OVERHEAD);
         assert!(outcome.is_enough());
         let huge = Outcome { limit: Some(1024), needed: 10_000 + OVERHEAD };
         assert!(!huge.is_enough());

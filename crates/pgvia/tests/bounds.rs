@@ -119,7 +119,7 @@ async fn silent_flood_from_one_address_leaves_room_for_admin_and_client() {
     eprintln!("20000 silent connections open after {:?}", started.elapsed());
     // Only the per-address share is kept logging in; the rest were refused at accept.
     let pending = proxy.app.admission.pending();
-    assert!(pending <= 100, "{pending} connections logging in");
+    assert!(pending <= 500, "{pending} connections logging in");
 
     let t = Instant::now();
     let admin = RawConn::login(proxy.addr, ADMIN, ADMIN_PASSWORD, "pgvia").await.unwrap();

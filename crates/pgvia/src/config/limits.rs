@@ -19,9 +19,9 @@ pub struct Limits {
     /// authentication). Default `"60s"`, more than zero.
     #[serde(deserialize_with = "values::duration")]
     pub startup_timeout: Duration,
-    /// Most connections that have not finished logging in, whole process. Default 1000.
+    /// Most connections that have not finished logging in, whole process. Default 2000.
     pub max_pending_logins: u32,
-    /// Most connections not yet logged in from one IP address. Default 100.
+    /// Most connections not yet logged in from one IP address. Default 500.
     pub max_pending_logins_per_address: u32,
     /// Places of `general.max_client_connections` only admin users may take. Default 3;
     /// less than `max_client_connections`.
@@ -51,8 +51,8 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             startup_timeout: Duration::from_secs(60),
-            max_pending_logins: 1000,
-            max_pending_logins_per_address: 100,
+            max_pending_logins: 2000,
+            max_pending_logins_per_address: 500,
             admin_reserved_connections: 3,
             client_backlog_bytes: 1024 * 1024,
             max_buffered_message_bytes: 1024 * 1024 * 1024,

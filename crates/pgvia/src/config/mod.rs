@@ -6,7 +6,7 @@
 //! The file format is documented for operators in `docs/configuration.md`.
 
 mod error;
-mod limits;
+pub(crate) mod limits;
 mod model;
 mod resolve;
 mod routing;

@@ -105,3 +105,36 @@ impl ReadLimits {
 fn declared(buf: &[u8]) -> usize {
     i32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]).max(4) as usize + 1
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BufMut;
+
+    /// A batch still arriving is left in `from_client` while the relay waits for its Sync (up
+    /// to `MAX_WAIT_FOR_SYNC`): the smallest backlog must let that much in, or the wait for
+    /// the rest of the batch and the stopped reads would wait on each other.
+    #[test]
+    fn the_smallest_backlog_holds_a_batch_awaiting_its_sync() {
+        let smallest = crate::config::limits::MIN_CLIENT_BACKLOG as usize;
+        assert!(smallest >= crate::routing::decide::MAX_WAIT_FOR_SYNC);
+    }
+
+    #[test]
+    fn held_whole_messages_stop_reads_but_a_message_arriving_does_not() {
+        let limits = ReadLimits::default();
+        let decoder = FrameDecoder::new(64 * 1024 * 1024);
+        let mut whole = Vec::new();
+        while whole.len() < limits.backlog {
+            whole.put_u8(b'Q');
+            whole.put_i32(10);
+            whole.extend_from_slice(b"BEGIN\0");
+        }
+        assert!(!limits.may_read(&[], &whole, &decoder));
+        assert!(!limits.may_read(&whole, &[], &decoder));
+        let mut arriving = vec![b'Q'];
+        arriving.put_i32(4 * 1024 * 1024);
+        arriving.resize(2 * 1024 * 1024, b' ');
+        assert!(limits.may_read(&[], &arriving, &decoder));
+    }
+}
