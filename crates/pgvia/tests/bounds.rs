@@ -260,6 +260,32 @@ async fn connections_logging_in_are_capped_per_address_and_in_all() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_per_second_are_limited_per_address() {
+    let pg = start_pg();
+    let proxy =
+        TestProxy::start(&ConfigBuilder::new(&pg).limits("connections_per_second_per_address = 3")).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(connect_from("127.0.0.6", proxy.addr).await);
+    }
+    let mut refused = connect_from("127.0.0.6", proxy.addr).await;
+    let (code, message) = error_fields(&read_until_closed(&mut refused).await);
+    assert_eq!(code, "53300");
+    assert!(message.contains("connections_per_second_per_address = 3"), "{message}");
+    // Another address is not affected, and a second later this one may connect again.
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    client.simple_query("SELECT 1").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut again = connect_from("127.0.0.6", proxy.addr).await;
+    again.write_all(&common::raw::startup(&[("user", USER), ("database", DB)])).await.unwrap();
+    let mut first = [0u8; 1];
+    again.read_exact(&mut first).await.unwrap();
+    assert_eq!(first[0], b'R', "an authentication request, not a refusal");
+    drop(held);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_places_are_kept_for_admins() {
     let pg = start_pg();
     let builder = ConfigBuilder::new(&pg)

@@ -23,6 +23,9 @@ pub struct Limits {
     pub max_pending_logins: u32,
     /// Most connections not yet logged in from one IP address. Default 500.
     pub max_pending_logins_per_address: u32,
+    /// Connections accepted per second from one IP address (a burst of this many is allowed);
+    /// 0 turns the limit off. Default 0.
+    pub connections_per_second_per_address: u32,
     /// Places of `general.max_client_connections` only admin users may take. Default 3;
     /// less than `max_client_connections`.
     pub admin_reserved_connections: u32,
@@ -53,6 +56,7 @@ impl Default for Limits {
             startup_timeout: Duration::from_secs(60),
             max_pending_logins: 2000,
             max_pending_logins_per_address: 500,
+            connections_per_second_per_address: 0,
             admin_reserved_connections: 3,
             client_backlog_bytes: 1024 * 1024,
             max_buffered_message_bytes: 1024 * 1024 * 1024,

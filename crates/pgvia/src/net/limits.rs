@@ -28,6 +28,8 @@ pub enum Refusal {
     Pending(u32),
     /// `max_pending_logins_per_address` connections from this address are logging in.
     PerAddress(u32),
+    /// This address used its `connections_per_second_per_address` for now.
+    Rate(u32),
 }
 
 impl Refusal {
@@ -43,6 +45,9 @@ impl Refusal {
             Refusal::PerAddress(n) => format!(
                 "sorry, too many connections from this address are logging in already (limits.max_pending_logins_per_address = {n})"
             ),
+            Refusal::Rate(n) => format!(
+                "sorry, too many connections from this address; try again in a second (limits.connections_per_second_per_address = {n})"
+            ),
         }
     }
 }
@@ -51,6 +56,8 @@ impl Refusal {
 pub struct Admission {
     pending: AtomicUsize,
     per_address: Mutex<HashMap<IpAddr, usize>>,
+    /// Each address's connection rate (only with `connections_per_second_per_address` set).
+    rates: Mutex<Rates>,
     refused: AtomicU64,
     /// When the last "connections refused" line was logged (ms since `epoch`).
     refusal_logged: AtomicU64,
@@ -66,6 +73,31 @@ struct Bucket {
     at: Instant,
 }
 
+impl Bucket {
+    /// Takes a token if there is one, after adding what `rate` earned since the last take.
+    fn take(&mut self, rate: f64, now: Instant) -> bool {
+        let refill = now.duration_since(self.at).as_secs_f64() * rate;
+        self.tokens = (self.tokens.min(rate) + refill).min(rate);
+        self.at = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+}
+
+/// Buckets by address. Addresses whose bucket has refilled carry no information and are
+/// dropped whenever the map has doubled since the last sweep, so many addresses cost memory
+/// only while they are active.
+struct Rates {
+    buckets: HashMap<IpAddr, Bucket>,
+    sweep_at: usize,
+}
+
+/// The map size below which no sweep is made.
+const RATES_SWEEP_MIN: usize = 4096;
+
 impl Admission {
     /// Counters for a process started with `limits` (the hashing pool's size is kept).
     pub fn new(limits: &Limits) -> Self {
@@ -73,6 +105,7 @@ impl Admission {
         Self {
             pending: AtomicUsize::new(0),
             per_address: Mutex::new(HashMap::new()),
+            rates: Mutex::new(Rates { buckets: HashMap::new(), sweep_at: RATES_SWEEP_MIN }),
             refused: AtomicU64::new(0),
             refusal_logged: AtomicU64::new(0),
             epoch: now,
@@ -84,6 +117,11 @@ impl Admission {
 
     /// Counts a just-accepted connection as logging in, or says why it may not be.
     pub fn admit(self: &Arc<Self>, ip: IpAddr, limits: &Limits) -> Result<PendingLogin, Refusal> {
+        if limits.connections_per_second_per_address > 0
+            && !self.take_rate(ip, limits.connections_per_second_per_address)
+        {
+            return Err(Refusal::Rate(limits.connections_per_second_per_address));
+        }
         let mut map = self.per_address.lock().unwrap_or_else(PoisonError::into_inner);
         let here = map.get(&ip).copied().unwrap_or(0);
         if here >= limits.max_pending_logins_per_address as usize {
@@ -95,6 +133,18 @@ impl Admission {
         self.pending.fetch_add(1, Ordering::AcqRel);
         map.insert(ip, here + 1);
         Ok(PendingLogin { admission: self.clone(), ip })
+    }
+
+    /// Takes one of `ip`'s connections for this second.
+    fn take_rate(&self, ip: IpAddr, rate: u32) -> bool {
+        let rate = f64::from(rate);
+        let now = Instant::now();
+        let mut rates = self.rates.lock().unwrap_or_else(PoisonError::into_inner);
+        if rates.buckets.len() >= rates.sweep_at {
+            rates.buckets.retain(|_, b| now.duration_since(b.at).as_secs_f64() * rate + b.tokens < rate);
+            rates.sweep_at = (rates.buckets.len() * 2).max(RATES_SWEEP_MIN);
+        }
+        rates.buckets.entry(ip).or_insert(Bucket { tokens: rate, at: now }).take(rate, now)
     }
 
     /// Connections logging in now.
@@ -123,16 +173,7 @@ impl Admission {
         if rate == 0.0 {
             return true;
         }
-        let mut bucket = self.cancels.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        let refill = now.duration_since(bucket.at).as_secs_f64() * rate;
-        bucket.tokens = (bucket.tokens.min(rate) + refill).min(rate);
-        bucket.at = now;
-        if bucket.tokens < 1.0 {
-            return false;
-        }
-        bucket.tokens -= 1.0;
-        true
+        self.cancels.lock().unwrap_or_else(PoisonError::into_inner).take(rate, Instant::now())
     }
 
     /// Waits for a place to hash a password (`max_concurrent_password_hashes`, fixed at
@@ -219,6 +260,23 @@ mod tests {
         drop(g1);
         assert_eq!(a.pending(), 2);
         assert!(a.admit(one, &limits).is_ok());
+    }
+
+    #[test]
+    fn connections_are_limited_per_second_per_address() {
+        let a = Arc::new(Admission::new(&Limits::default()));
+        let limits = Limits { connections_per_second_per_address: 3, ..Limits::default() };
+        let one: IpAddr = "127.0.0.2".parse().unwrap();
+        let two: IpAddr = "127.0.0.1".parse().unwrap();
+        let admitted = (0..10).filter(|_| a.admit(one, &limits).is_ok()).count();
+        assert_eq!(admitted, 3);
+        assert_eq!(a.admit(one, &limits).err(), Some(Refusal::Rate(3)));
+        assert!(a.admit(two, &limits).is_ok());
+        // Idle addresses are swept once the map has grown.
+        for i in 0..(RATES_SWEEP_MIN as u32 + 10) {
+            let _ = a.take_rate(IpAddr::from(i.to_be_bytes()), 1_000_000);
+        }
+        assert!(a.rates.lock().unwrap().buckets.len() < RATES_SWEEP_MIN);
     }
 
     #[test]
