@@ -134,7 +134,7 @@ fn admit(app: &Arc<App>, tcp: tokio::net::TcpStream, peer: SocketAddr) {
             )
             .write(&mut out);
             let _ = tcp.try_write(&out);
-            if let Some(count) = app.admission.note_refusal() {
+            if let Some(count) = app.admission.note_refusal(refusal) {
                 tracing::warn!(%peer, refused = count, reason = %message, "connections refused before login");
             }
         }

@@ -246,6 +246,8 @@ async fn connections_logging_in_are_capped_per_address_and_in_all() {
     let (code, message) = error_fields(&read_until_closed(&mut refused).await);
     assert_eq!(code, "53300");
     assert!(message.contains("max_pending_logins = 3"), "{message}");
+    // Counted for /metrics (pgvia_connections_refused_total): pending, per address, rate.
+    assert_eq!(proxy.app.admission.refused_total(), [1, 1, 0]);
     // A place comes free when a connection logging in goes away.
     drop(_a);
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -373,6 +375,7 @@ async fn cancel_requests_are_rate_limited() {
     token.cancel_query(tokio_postgres::NoTls).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!running.is_finished(), "a cancel over the rate went through");
+    assert_eq!(proxy.app.admission.cancels_dropped(), 1);
     // A second later the rate allows one again.
     tokio::time::sleep(Duration::from_millis(700)).await;
     token.cancel_query(tokio_postgres::NoTls).await.unwrap();
@@ -424,7 +427,8 @@ async fn metrics_listener_has_a_token_a_header_timeout_a_cap_and_a_health_cache(
     assert!(status.contains("401"), "{status}");
     let (status, body) = http_get(addr, "/metrics", Some("s3cret")).await;
     assert!(status.contains("200"), "{status}");
-    assert!(body.contains("pgvia_"), "{body}");
+    assert!(body.contains("pgvia_pending_logins{} 0"), "{body}");
+    assert!(body.contains("pgvia_connections_refused_total{reason=\"per_address\"} 0"), "{body}");
 
     // Ten /health requests inside the cache period probe the servers once.
     for _ in 0..10 {

@@ -328,6 +328,36 @@ impl Collector for Scrape {
             gauge,
             [(none(), app.active_sessions() as u64)],
         )?;
+        let admission = &app.admission;
+        family(
+            &mut enc,
+            "pending_logins",
+            "Connections accepted and not yet logged in.",
+            gauge,
+            [(none(), admission.pending() as u64)],
+        )?;
+        let refused = admission.refused_total();
+        family(
+            &mut enc,
+            "connections_refused",
+            "Connections refused at accept by [limits], by reason.",
+            counter,
+            crate::net::limits::Refusal::REASONS.iter().zip(refused).map(|(r, n)| (vec![("reason", *r)], n)),
+        )?;
+        family(
+            &mut enc,
+            "buffered_message_bytes",
+            "Bytes of large client messages being received (limits.max_buffered_message_bytes).",
+            gauge,
+            [(none(), admission.buffered())],
+        )?;
+        family(
+            &mut enc,
+            "cancels_dropped",
+            "Cancel requests dropped by limits.cancel_requests_per_second.",
+            counter,
+            [(none(), admission.cancels_dropped())],
+        )?;
         super::hosts::encode(app, &mut enc)
     }
 }

@@ -33,6 +33,17 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Reasons as the metrics label them, in [`Refusal::index`] order.
+    pub const REASONS: [&'static str; 3] = ["pending", "per_address", "rate"];
+
+    fn index(self) -> usize {
+        match self {
+            Refusal::Pending(_) => 0,
+            Refusal::PerAddress(_) => 1,
+            Refusal::Rate(_) => 2,
+        }
+    }
+
     pub fn sqlstate(self) -> SqlState {
         SqlState::TOO_MANY_CONNECTIONS
     }
@@ -59,6 +70,9 @@ pub struct Admission {
     /// Each address's connection rate (only with `connections_per_second_per_address` set).
     rates: Mutex<Rates>,
     refused: AtomicU64,
+    /// Connections refused since start, by [`Refusal::index`].
+    refused_total: [AtomicU64; 3],
+    cancels_dropped: AtomicU64,
     /// When the last "connections refused" line was logged (ms since `epoch`).
     refusal_logged: AtomicU64,
     epoch: Instant,
@@ -107,6 +121,8 @@ impl Admission {
             per_address: Mutex::new(HashMap::new()),
             rates: Mutex::new(Rates { buckets: HashMap::new(), sweep_at: RATES_SWEEP_MIN }),
             refused: AtomicU64::new(0),
+            refused_total: Default::default(),
+            cancels_dropped: AtomicU64::new(0),
             refusal_logged: AtomicU64::new(0),
             epoch: now,
             cancels: Mutex::new(Bucket { tokens: f64::MAX, at: now }),
@@ -154,7 +170,8 @@ impl Admission {
 
     /// Counts a refused connection; returns how many were refused since the last call that
     /// returned `Some`, at most once a second, so a flood is logged as a line a second.
-    pub fn note_refusal(&self) -> Option<u64> {
+    pub fn note_refusal(&self, why: Refusal) -> Option<u64> {
+        self.refused_total[why.index()].fetch_add(1, Ordering::Relaxed);
         self.refused.fetch_add(1, Ordering::AcqRel);
         let now = self.epoch.elapsed().as_millis() as u64 + 1000;
         let last = self.refusal_logged.load(Ordering::Acquire);
@@ -173,7 +190,11 @@ impl Admission {
         if rate == 0.0 {
             return true;
         }
-        self.cancels.lock().unwrap_or_else(PoisonError::into_inner).take(rate, Instant::now())
+        let allowed = self.cancels.lock().unwrap_or_else(PoisonError::into_inner).take(rate, Instant::now());
+        if !allowed {
+            self.cancels_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        allowed
     }
 
     /// Waits for a place to hash a password (`max_concurrent_password_hashes`, fixed at
@@ -196,6 +217,16 @@ impl Admission {
                 Err(seen) => now = seen,
             }
         }
+    }
+
+    /// Connections refused at accept since start, by reason ([`Refusal::REASONS`]).
+    pub fn refused_total(&self) -> [u64; 3] {
+        [0, 1, 2].map(|i| self.refused_total[i].load(Ordering::Relaxed))
+    }
+
+    /// Cancel requests dropped by `cancel_requests_per_second` since start.
+    pub fn cancels_dropped(&self) -> u64 {
+        self.cancels_dropped.load(Ordering::Relaxed)
     }
 
     /// Bytes of large messages being received now.
