@@ -345,39 +345,24 @@ impl App {
         retired
     }
 
-    /// Counts a client against the process limit (`db = None`) or a database's limit.
-    pub fn client_slot(&self, db: Option<&str>) -> Result<ClientSlot<'_>, SessionError> {
+    /// Counts a client against its database's `max_client_connections`.
+    pub fn database_slot(&self, name: &str) -> Result<ClientSlot<'_>, SessionError> {
         let config = self.config();
-        let (counter, limit, what) = match db {
-            None => (
-                CounterRef::Process(&self.clients_count),
-                Some(config.general.max_client_connections as usize),
-                None,
-            ),
-            Some(name) => {
-                let Some(database) = config.database_for_client(name) else {
-                    return Err(SessionError::refused(
-                        SqlState::INVALID_CATALOG_NAME,
-                        format!("database \"{name}\" does not exist"),
-                    ));
-                };
-                let counter = self
-                    .db_clients
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .entry(name.to_owned())
-                    .or_default()
-                    .clone();
-                (
-                    CounterRef::Database(counter),
-                    database.max_client_connections.map(|l| l as usize),
-                    Some(name),
-                )
-            }
+        let Some(database) = config.database_for_client(name) else {
+            return Err(SessionError::refused(
+                SqlState::INVALID_CATALOG_NAME,
+                format!("database \"{name}\" does not exist"),
+            ));
         };
-        take_slot(counter, limit, || match what {
-            None => "sorry, too many clients already".to_owned(),
-            Some(db) => format!("too many connections for database \"{db}\""),
+        let counter = self
+            .db_clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(name.to_owned())
+            .or_default()
+            .clone();
+        take_slot(CounterRef::Database(counter), database.max_client_connections.map(|l| l as usize), || {
+            format!("too many connections for database \"{name}\"")
         })
     }
 

@@ -301,13 +301,22 @@ async fn the_last_places_are_kept_for_admins() {
     assert_eq!(refused.sqlstate().as_deref(), Some("53300"));
     assert!(refused.fields()[&'M'].contains("reserved for admin users"), "{:?}", refused.fields());
     let mut admin = RawConn::login(proxy.addr, ADMIN, ADMIN_PASSWORD, "pgvia").await.unwrap();
-    admin.send(&query("SHOW CLIENTS")).await;
+    admin.send(&query("SHOW CONFIG")).await;
+    let mut rows = Vec::new();
     while let Some(msg) = admin.recv().await {
         assert_ne!(msg.tag, b'E');
-        if msg.tag == b'Z' {
-            break;
+        match msg.tag {
+            b'Z' => break,
+            b'D' => rows.push(String::from_utf8_lossy(&msg.body).into_owned()),
+            _ => {}
         }
     }
+    let row = rows
+        .iter()
+        .find(|r| r.contains("limits.admin_reserved_connections"))
+        .expect("the key in SHOW CONFIG");
+    // DataRow columns: key, value "1", default "3", each a 4-byte length and the text.
+    assert!(row.contains("\u{0}\u{0}\u{0}\u{1}1\u{0}\u{0}\u{0}\u{1}3"), "{row:?}");
     // Full now: even an admin is refused, with the plain message.
     let refused =
         RawConn::login(proxy.addr, ADMIN, ADMIN_PASSWORD, "pgvia").await.err().expect("full").refused();

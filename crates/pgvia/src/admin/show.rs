@@ -327,7 +327,8 @@ fn users(app: &App) -> RowSet {
     rs
 }
 
-/// `(key, value, default, changeable by reload)` for every `[general]` and `[pool]` key.
+/// `(key, value, default, changeable by reload)` for every `[general]`, `[pool]` and
+/// `[limits]` key (`metrics_auth_token` is a secret and not shown).
 fn config_rows(c: &Config) -> Vec<(String, String, String, bool)> {
     let (g, d) = (&c.general, General::default());
     let (p, pd) = (&c.pool, PoolDefaults::default());
@@ -403,6 +404,72 @@ fn config_rows(c: &Config) -> Vec<(String, String, String, bool)> {
             true,
         ),
     ];
+    let (l, ld) = (&c.limits, crate::config::Limits::default());
+    let num = |v: u64| v.to_string();
+    rows.extend([
+        ("limits.startup_timeout", dur(l.startup_timeout), dur(ld.startup_timeout), true),
+        (
+            "limits.max_pending_logins",
+            num(l.max_pending_logins.into()),
+            num(ld.max_pending_logins.into()),
+            true,
+        ),
+        (
+            "limits.max_pending_logins_per_address",
+            num(l.max_pending_logins_per_address.into()),
+            num(ld.max_pending_logins_per_address.into()),
+            true,
+        ),
+        (
+            "limits.connections_per_second_per_address",
+            num(l.connections_per_second_per_address.into()),
+            num(ld.connections_per_second_per_address.into()),
+            true,
+        ),
+        (
+            "limits.admin_reserved_connections",
+            num(l.admin_reserved_connections.into()),
+            num(ld.admin_reserved_connections.into()),
+            true,
+        ),
+        (
+            "limits.client_backlog_bytes",
+            num(l.client_backlog_bytes.into()),
+            num(ld.client_backlog_bytes.into()),
+            true,
+        ),
+        (
+            "limits.max_buffered_message_bytes",
+            num(l.max_buffered_message_bytes),
+            num(ld.max_buffered_message_bytes),
+            true,
+        ),
+        (
+            "limits.max_concurrent_password_hashes",
+            num(l.max_concurrent_password_hashes.into()),
+            num(ld.max_concurrent_password_hashes.into()),
+            false,
+        ),
+        (
+            "limits.cancel_requests_per_second",
+            num(l.cancel_requests_per_second.into()),
+            num(ld.cancel_requests_per_second.into()),
+            true,
+        ),
+        (
+            "limits.metrics_header_timeout",
+            dur(l.metrics_header_timeout),
+            dur(ld.metrics_header_timeout),
+            true,
+        ),
+        (
+            "limits.metrics_max_connections",
+            num(l.metrics_max_connections.into()),
+            num(ld.metrics_max_connections.into()),
+            true,
+        ),
+        ("limits.health_cache", dur(l.health_cache), dur(ld.health_cache), true),
+    ]);
     rows.sort_by_key(|r| r.0);
     rows.into_iter().map(|(k, v, d, c)| (k.to_owned(), v, d, c)).collect()
 }

@@ -170,7 +170,7 @@ async fn logged_in(
         // Authentication cannot succeed for an unknown user; this is belt and braces.
         return Err(SessionError::refused(SqlState::INVALID_PASSWORD, "authentication failed"));
     };
-    let _db_slot = app.client_slot(Some(&database.name))?;
+    let _db_slot = app.database_slot(&database.name)?;
     let _user_slot = app.user_client_slot(&user.name)?;
     build::authentication_ok(out);
     send(stream, out).await?;
