@@ -468,6 +468,7 @@ async fn metrics_listener_has_a_token_a_header_timeout_a_cap_and_a_health_cache(
 #[tokio::test]
 async fn password_hashing_does_not_stall_other_clients() {
     // One runtime thread for pgvia and its clients alike: a hash on it would stop them all.
+    let _heavy = HEAVY.lock().await;
     let pg = start_pg();
     pg.create_user("slow", "secret").unwrap();
     // A SCRAM verifier whose key stretching takes about two seconds here.
@@ -555,5 +556,26 @@ async fn messages_held_behind_a_running_statement_stop_the_reads() {
     let refusal = text.find("transaction blocks are not allowed").expect("a refusal");
     assert!(sleep_done < refusal);
     writer.abort();
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_applies_new_limits_to_the_next_connection() {
+    let pg = start_pg();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pgvia.toml");
+    let base = ConfigBuilder::new(&pg).user(&admin_user());
+    std::fs::write(&path, base.clone().limits("max_pending_logins_per_address = 1").toml()).unwrap();
+    let proxy = TestProxy::start_file(&path).await;
+    let _first = connect_from("127.0.0.7", proxy.addr).await;
+    let mut refused = connect_from("127.0.0.7", proxy.addr).await;
+    assert_eq!(error_fields(&read_until_closed(&mut refused).await).0, "53300");
+
+    std::fs::write(&path, base.limits("max_pending_logins_per_address = 2").toml()).unwrap();
+    common::ops::console(&pg, &proxy, "RELOAD").await;
+    let mut admitted = connect_from("127.0.0.7", proxy.addr).await;
+    let mut byte = [0u8; 1];
+    let quiet = tokio::time::timeout(Duration::from_millis(500), admitted.read(&mut byte)).await;
+    assert!(quiet.is_err(), "the connection was answered: {quiet:?}");
     proxy.stop().await;
 }
