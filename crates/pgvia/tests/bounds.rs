@@ -18,8 +18,10 @@ use common::{sqlstate, start_pg, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-/// Tests that read this process's RSS or open thousands of sockets run one at a time.
-static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The tests of this file run one at a time: some read this process's RSS (pgvia runs in it),
+/// open thousands of sockets or time a hash, and the others' allocations and CPU would blur
+/// what they measure.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A TCP connection to `to` from the loopback address `from` (127.0.0.0/8 is all local).
 async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
@@ -110,7 +112,7 @@ sys.stdin.read()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_flood_from_one_address_leaves_room_for_admin_and_client() {
-    let _heavy = HEAVY.lock().await;
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     let proxy = TestProxy::start(&ConfigBuilder::new(&pg).user(&admin_user())).await;
     // 20,000 connections, two children of 10,000 (the hard descriptor limit here is 20,000).
@@ -138,13 +140,19 @@ async fn silent_flood_from_one_address_leaves_room_for_admin_and_client() {
     let (code, message) = error_fields(&read_until_closed(&mut more).await);
     assert_eq!(code, "53300");
     assert!(message.contains("max_pending_logins_per_address"), "{message}");
-    drop((admin, client, floods));
+    drop((admin, client));
+    // The kernel tears 20,000 connections down when the children go; let it finish before
+    // the next heavy test measures anything.
+    for mut child in floods {
+        let _ = child.kill().await;
+    }
     proxy.stop().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_local_answers_without_reading_keep_memory_bounded() {
-    let _heavy = HEAVY.lock().await;
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     let proxy = TestProxy::start(&ConfigBuilder::new(&pg).pool("pool_mode = \"transaction\"")).await;
     let other = proxy.connect(USER, PASSWORD, DB).await;
@@ -207,6 +215,7 @@ async fn pipelined_local_answers_without_reading_keep_memory_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn startup_timeout_closes_connections_that_do_not_log_in() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     let proxy = TestProxy::start(&ConfigBuilder::new(&pg).limits("startup_timeout = \"1s\"")).await;
     // Silent: closed after the timeout (nothing to answer: it never spoke the protocol).
@@ -231,6 +240,7 @@ async fn startup_timeout_closes_connections_that_do_not_log_in() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_logging_in_are_capped_per_address_and_in_all() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     let builder =
         ConfigBuilder::new(&pg).limits("max_pending_logins = 3").limits("max_pending_logins_per_address = 2");
@@ -263,6 +273,7 @@ async fn connections_logging_in_are_capped_per_address_and_in_all() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_per_second_are_limited_per_address() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     let proxy =
         TestProxy::start(&ConfigBuilder::new(&pg).limits("connections_per_second_per_address = 3")).await;
@@ -289,6 +300,7 @@ async fn connections_per_second_are_limited_per_address() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_places_are_kept_for_admins() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     let builder = ConfigBuilder::new(&pg)
         .general("max_client_connections = 3")
@@ -326,6 +338,7 @@ async fn the_last_places_are_kept_for_admins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_messages_share_one_budget() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     let builder = ConfigBuilder::new(&pg)
         .pool("pool_mode = \"transaction\"")
@@ -370,6 +383,7 @@ async fn large_messages_share_one_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_requests_are_rate_limited() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     let proxy = TestProxy::start(&ConfigBuilder::new(&pg).limits("cancel_requests_per_second = 1")).await;
     let client = proxy.connect(USER, PASSWORD, DB).await;
@@ -407,6 +421,7 @@ async fn http_get(addr: SocketAddr, path: &str, token: Option<&str>) -> (String,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_listener_has_a_token_a_header_timeout_a_cap_and_a_health_cache() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     // A second database whose "server" is a listener of ours: /health probes it by TCP
     // connect, and the accepts count the probes.
@@ -424,7 +439,7 @@ async fn metrics_listener_has_a_token_a_header_timeout_a_cap_and_a_health_cache(
         .general("metrics_listen = \"127.0.0.1:0\"")
         .general("metrics_auth_token = \"s3cret\"")
         .database(&format!("name = \"probed\"\nhost = \"127.0.0.1\"\nport = {probe_port}"))
-        .limits("metrics_header_timeout = \"1s\"")
+        .limits("metrics_header_timeout = \"2s\"")
         .limits("metrics_max_connections = 2")
         .limits("health_cache = \"10s\"");
     let proxy = TestProxy::start(&builder).await;
@@ -447,18 +462,20 @@ async fn metrics_listener_has_a_token_a_header_timeout_a_cap_and_a_health_cache(
     assert_eq!(probes.load(std::sync::atomic::Ordering::Relaxed), 1);
 
     // Two connections that never finish their headers fill the listener; a third is told 503.
+    // (The requests above have closed; their tasks give their places back just after.)
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let t = Instant::now();
     let mut slow1 = TcpStream::connect(addr).await.unwrap();
     let mut slow2 = TcpStream::connect(addr).await.unwrap();
     slow1.write_all(b"GET /metrics HTTP/1.1\r\n").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let (status, _) = http_get(addr, "/metrics", Some("s3cret")).await;
     assert!(status.contains("503"), "{status}");
     // The header timeout closes both.
     read_until_closed(&mut slow1).await;
     read_until_closed(&mut slow2).await;
     let took = t.elapsed();
-    assert!(took < Duration::from_secs(4), "slow connections closed after {took:?}");
+    assert!(took < Duration::from_secs(5), "slow connections closed after {took:?}");
     tokio::time::sleep(Duration::from_millis(100)).await;
     let (status, _) = http_get(addr, "/metrics", Some("s3cret")).await;
     assert!(status.contains("200"), "{status}");
@@ -468,7 +485,7 @@ async fn metrics_listener_has_a_token_a_header_timeout_a_cap_and_a_health_cache(
 #[tokio::test]
 async fn password_hashing_does_not_stall_other_clients() {
     // One runtime thread for pgvia and its clients alike: a hash on it would stop them all.
-    let _heavy = HEAVY.lock().await;
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     pg.create_user("slow", "secret").unwrap();
     // A SCRAM verifier whose key stretching takes about two seconds here.
@@ -507,7 +524,9 @@ async fn password_hashing_does_not_stall_other_clients() {
     eprintln!("cleartext login against {iterations} iterations took {took:?}; {queries} queries meanwhile, slowest {slowest:?}");
     assert!(ok, "the cleartext login failed");
     assert!(took > Duration::from_millis(1000), "the hash was too quick to show anything ({took:?})");
-    assert!(slowest < Duration::from_millis(300), "a query waited {slowest:?} behind the hash");
+    // On the worker, the hash would hold every query for its whole length; off it, a query
+    // waits only on a busy machine's scheduler.
+    assert!(slowest < took / 2, "a query waited {slowest:?} behind a hash of {took:?}");
     proxy.stop().await;
 }
 
@@ -515,7 +534,7 @@ async fn password_hashing_does_not_stall_other_clients() {
 async fn messages_held_behind_a_running_statement_stop_the_reads() {
     // Statement mode holds a BEGIN back (to refuse it) until the server has answered what came
     // before it; a client pipelining behind it without reading must not be read without end.
-    let _heavy = HEAVY.lock().await;
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     let proxy = TestProxy::start(&ConfigBuilder::new(&pg).pool("pool_mode = \"statement\"")).await;
     let conn = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.unwrap();
@@ -561,6 +580,7 @@ async fn messages_held_behind_a_running_statement_stop_the_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_applies_new_limits_to_the_next_connection() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let pg = start_pg();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pgvia.toml");
