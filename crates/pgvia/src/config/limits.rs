@@ -121,3 +121,52 @@ pub fn problems(limits: &Limits, general: &super::General) -> Vec<(&'static str,
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(limits: Limits, general: super::super::General) -> Vec<&'static str> {
+        problems(&limits, &general).into_iter().map(|(k, _)| k).collect()
+    }
+
+    #[test]
+    fn defaults_are_valid_and_each_bound_is_checked() {
+        let general = super::super::General::default();
+        assert!(keys(Limits::default(), general.clone()).is_empty());
+        let bad = Limits {
+            startup_timeout: Duration::ZERO,
+            max_pending_logins: 0,
+            admin_reserved_connections: 10_000,
+            client_backlog_bytes: 1024,
+            max_buffered_message_bytes: 1024,
+            ..Limits::default()
+        };
+        assert_eq!(
+            keys(bad, general),
+            [
+                "limits.max_pending_logins",
+                "limits.startup_timeout",
+                "limits.admin_reserved_connections",
+                "limits.client_backlog_bytes",
+                "limits.max_buffered_message_bytes",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_sets_them_in_a_limits_table() {
+        let config = crate::config::Config::parse(
+            "[limits]\nstartup_timeout = \"5s\"\nmax_pending_logins_per_address = 7\n",
+            std::path::Path::new("/tmp/x.toml"),
+        )
+        .expect("valid");
+        assert_eq!(config.limits.startup_timeout, Duration::from_secs(5));
+        assert_eq!(config.limits.max_pending_logins_per_address, 7);
+        let typo = crate::config::Config::parse(
+            "[limits]\nstartup_timout = \"5s\"\n",
+            std::path::Path::new("/tmp/x.toml"),
+        );
+        assert!(typo.is_err());
+    }
+}
