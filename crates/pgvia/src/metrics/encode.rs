@@ -13,8 +13,8 @@ use prometheus_client::registry::Registry;
 
 use crate::admin::census::{server_counts, Census, PoolCensus};
 use crate::app::App;
+use crate::pool::PinReason;
 use crate::pool::Pool;
-use crate::session::PinReason;
 use crate::stats::ERROR_CLASSES;
 
 /// The whole exposition, OpenMetrics text.

@@ -410,10 +410,10 @@ impl ServerConn {
     }
 
     /// Applies the outcome of settled requests to the statement bookkeeping (see
-    /// [`crate::prepared::settle`]).
+    /// [`super::forward::settle`]).
     pub fn settle_statements(&mut self, client: Option<&mut crate::prepared::ClientStatements>) {
         if self.tracker.has_finished() {
-            crate::prepared::settle(self.tracker.take_finished(), &mut self.statements, client);
+            super::forward::settle(self.tracker.take_finished(), &mut self.statements, client);
         }
     }
 

@@ -25,9 +25,10 @@ use crate::cancel::CancelKey;
 use crate::config::{PoolMode, RolePreference};
 use crate::net::ClientStream;
 use crate::notify::Inbox;
-use crate::pool::{Checkout, Pool, PoolGroup};
+use crate::pool::{Checkout, PatronRef, Pool};
 use crate::prepared::ClientStatements;
 use crate::routing::decide::{self, Decision};
+use crate::routing::PoolGroup;
 use crate::routing::Target;
 use crate::server::tracker::{Pending, Replies, Request};
 use crate::server::ServerParams;
@@ -124,6 +125,8 @@ pub struct Session<'a> {
     pub statements: Option<ClientStatements>,
     /// The last simple query's analysis: looked at here and again in the relay.
     pub memo: QueryMemo,
+    /// This client as its pools see it (its state and waits for `SHOW CLIENTS`).
+    pub patron: PatronRef,
 }
 
 impl Session<'_> {
@@ -389,7 +392,7 @@ impl Session<'_> {
                 match r {
                     Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
                     Ok(n) => {
-                        self.bufs.meter.from_client(n);
+                        self.bufs.meter.client_bytes(n);
                         self.timers.restart();
                     }
                 },
@@ -519,7 +522,7 @@ impl Session<'_> {
     async fn checkout(&mut self) -> Result<Checkout, SessionError> {
         if self.group.is_single() {
             self.on_replica = false;
-            return Ok(self.pool.checkout().await?);
+            return Ok(self.pool.checkout(Some(&self.patron)).await?);
         }
         if self.group.hosts.is_retired() {
             // A reload changed the database's servers.
@@ -531,7 +534,7 @@ impl Session<'_> {
             }
         }
         let (target, by_analysis) = self.route();
-        let checkout = self.group.checkout(target).await?;
+        let checkout = self.group.checkout(target, Some(&self.patron)).await?;
         let primary = self.group.hosts.primary().and_then(|i| self.group.pools.get(i));
         self.on_replica = by_analysis
             && target == Target::Replica

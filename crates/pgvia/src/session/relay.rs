@@ -13,6 +13,7 @@ use wire::frontend::{self, FrontendMessage, Target};
 use wire::FrameDecoder;
 
 use super::error::SessionError;
+use super::meter::Meter;
 use super::pipelined::{release_hold_in_open_block, Pipelined};
 use super::server_scan::{answer_in_servers_place, first_reply, scan_server};
 use super::state::SessionState;
@@ -20,13 +21,12 @@ use super::timeouts::{Timers, Wait};
 use crate::app::Phase;
 use crate::net::ClientStream;
 use crate::pool::Pool;
-use crate::prepared::forward::{reserved_name_error, Forward, Sent, ServerSide};
 use crate::prepared::sql::SqlStatement;
 use crate::prepared::ClientStatements;
 use crate::routing::decide::analyze_parse;
+use crate::server::forward::{reserved_name_error, Forward, Sent, ServerSide};
 use crate::server::tracker::{Pending, Replies, Request};
 use crate::server::{FirstRequest, ServerConn, ServerError};
-use crate::stats::Meter;
 
 /// Stop reading a side while this much is waiting to be written to the other: the slower
 /// peer sets the pace and memory per session stays bounded.
@@ -598,7 +598,7 @@ pub async fn relay(
                         server.broken = true;
                         return RelayEnd::ServerLost { error: e.into(), told_client: server_fatal };
                     }
-                    Ok(n) => bufs.meter.from_server(n),
+                    Ok(n) => bufs.meter.server_bytes(n),
                 }
                 if let Some(end) = first_reply(server, &mut bufs.to_client) {
                     return end;
@@ -645,7 +645,7 @@ pub async fn relay(
                     Ok(0) | Err(_) => return RelayEnd::ClientDone,
                     Ok(n) => n,
                 };
-                bufs.meter.from_client(n);
+                bufs.meter.client_bytes(n);
                 // What the client pipelines behind its first request goes with it, if the
                 // request goes to another server.
                 if matches!(server.first_request, FirstRequest::Unsent | FirstRequest::Awaiting) {

@@ -3,10 +3,10 @@
 
 use bytes::{Buf, BytesMut};
 
-use crate::prepared::forward::write_answer;
+use super::meter::Meter;
+use crate::server::forward::write_answer;
 use crate::server::tracker::{Answer, Fate};
 use crate::server::{FirstReply, FirstRequest, ServerConn, ServerError, ServerEvent};
-use crate::stats::Meter;
 
 use super::relay::{move_prefix, RelayEnd};
 
