@@ -14,8 +14,9 @@ use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
 
 use super::error::SessionError;
+use super::exchange::{self, Buffers, RelayEnd};
 use super::memo::QueryMemo;
-use super::relay::{self, Buffers, RelayEnd};
+use super::relay;
 use super::settings;
 use super::state::{self, SessionState};
 use super::statement_mode;
@@ -238,11 +239,12 @@ impl Session<'_> {
                 }
             }
             let Some(checkout) = self.server.as_mut() else { continue };
-            let tracking = release_when_quiescent.then_some(relay::Tracking {
+            let tracking = release_when_quiescent.then_some(exchange::Tracking {
                 analyzer: &self.app.analyzer,
                 memo: &mut self.memo,
                 state: &mut self.state,
-                pool: &self.pool,
+                pool_name: &self.pool.name,
+                pool_stats: &self.pool.stats,
                 refuse_transactions: self.pool.settings.pool_mode == PoolMode::Statement,
                 held: None,
                 open_batch: false,
@@ -364,7 +366,7 @@ impl Session<'_> {
             // small one with its first read (tokio's read_buf makes 64 bytes of room): an idle
             // client costs no read buffer.
             if self.bufs.from_client.capacity() > 0 {
-                relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
+                exchange::ensure_room(&mut self.bufs.from_client, exchange::IDLE_READ);
             }
             // Replies of the last transaction may still be on their way to the client.
             let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
@@ -379,7 +381,7 @@ impl Session<'_> {
                 frame = relay::next_notification(&mut inbox), if inbox.is_some() => {
                     self.bufs.to_client.extend_from_slice(&frame);
                     if let Some(inbox) = inbox.as_mut() {
-                        inbox.drain_into(&mut self.bufs.to_client, relay::IDLE_READ * 32);
+                        inbox.drain_into(&mut self.bufs.to_client, exchange::IDLE_READ * 32);
                     }
                 }
                 wait = self.timers.expired(), if self.timers.armed() => {
@@ -510,6 +512,32 @@ impl Session<'_> {
         self.server = Some(checkout);
         self.tell_parameter_changes();
         applied
+    }
+
+    /// After the relay lost its server: when the client's first request can have left
+    /// nothing on it, drops the server and puts the request back, to be sent to another one
+    /// (retry.rs). Returns whether it did.
+    fn retry_elsewhere(&mut self, error: &crate::server::ServerError) -> bool {
+        let Some(checkout) = self.server.as_mut() else { return false };
+        let pool = checkout.pool().clone();
+        let conn = checkout.conn();
+        if !self.bufs.first.begin_retry(&pool.name, conn, error) {
+            return false;
+        }
+        // The statement bookkeeping of what was sent is undone, as for requests a server
+        // refused, so the request finds the client's statements as they were.
+        conn.tracker.abandon();
+        conn.settle_statements(self.statements.as_mut());
+        conn.broken = true;
+        self.cancel.slot.set(None);
+        // Dropped, not given back: the guard closes a broken server.
+        self.server = None;
+        let (request, begin) = self.bufs.first.kept();
+        self.deferred_begin = begin.cloned();
+        self.bufs.to_server.clear();
+        self.bufs.from_client.clear();
+        self.bufs.from_client.extend_from_slice(request);
+        true
     }
 
     /// Whether this session picks a server per transaction (several servers, transaction

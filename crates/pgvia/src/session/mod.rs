@@ -5,7 +5,9 @@
 //! strings them together.
 
 mod client;
+mod client_scan;
 mod error;
+mod exchange;
 mod local;
 mod login;
 mod memo;
@@ -19,6 +21,7 @@ mod startup;
 mod state;
 mod statement_mode;
 mod timeouts;
+mod turns;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -211,7 +214,7 @@ async fn logged_in(
     // Built in a block: the parts moved into the session are then not kept a second time
     // in this function's future, which every idle client carries.
     let mut session = {
-        let mut bufs = relay::Buffers::new();
+        let mut bufs = exchange::Buffers::new();
         bufs.meter = meter::Meter::new(info.clone(), config.general.slow_query_threshold);
         if buf.is_empty() {
             *buf = BytesMut::new();
