@@ -79,7 +79,7 @@ impl Checkout {
     /// Returns a server no client has touched straight to the idle list; anything else goes
     /// through [`Checkout::release`] or is closed.
     pub fn give_back_unused(self) {
-        self.give_back(|c| !c.dirty)
+        self.give_back(|c| c.condition() == crate::server::Condition::Clean)
     }
 
     /// Transaction pooling: returns a server between transactions without a reset; the
@@ -92,7 +92,7 @@ impl Checkout {
         let Some(conn) = self.conn.take() else { return };
         self.unserved();
         self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
-        if conn.broken || !conn.tracker.is_quiescent() || !clean_enough(&conn) {
+        if conn.is_broken() || !conn.tracker.is_quiescent() || !clean_enough(&conn) {
             self.pool.close_conn(conn, "given back in use");
         } else {
             self.pool.put_idle(conn);

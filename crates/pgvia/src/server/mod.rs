@@ -8,7 +8,7 @@ mod reset;
 pub mod tracker;
 
 pub use conn::{
-    first_reply, BackendKey, FirstReply, FirstRequest, IdleDeath, Rows, ServerAddress, ServerConn,
+    first_reply, BackendKey, Condition, FirstReply, FirstRequest, IdleDeath, Rows, ServerAddress, ServerConn,
     ServerParams,
 };
 pub use error::ServerError;

@@ -189,7 +189,7 @@ impl Session<'_> {
     fn interrupt_server(&mut self) {
         let Some(checkout) = self.server.as_mut() else { return };
         let conn = checkout.conn();
-        if conn.broken || !conn.tracker.has_pending() {
+        if conn.is_broken() || !conn.tracker.has_pending() {
             return;
         }
         // Counted in flight now, so the reset cannot overtake it.
@@ -213,7 +213,7 @@ impl Session<'_> {
 /// otherwise. `unsent` holds client frames counted by the tracker but not yet written.
 pub async fn release(app: &App, checkout: Option<Checkout>, unsent: &[u8]) {
     let Some(checkout) = checkout else { return };
-    if checkout.conn_ref().broken {
+    if checkout.conn_ref().is_broken() {
         drop(checkout);
         return;
     }
@@ -484,7 +484,7 @@ impl Session<'_> {
             let applied = settings::apply(checkout.conn(), &self.state.settings, timeout).await;
             // A server that died taking the client's settings has run nothing of the
             // client's: another one is taken (one that timed out is not: it may be slow).
-            let dead = checkout.conn_ref().broken
+            let dead = checkout.conn_ref().is_broken()
                 && !matches!(applied, Err(SessionError::Server(crate::server::ServerError::Timeout(_))));
             tries += 1;
             if dead && tries < 8 {
@@ -507,7 +507,7 @@ impl Session<'_> {
                 server_effect: None,
                 client_effect: None,
             });
-            conn.dirty = true;
+            conn.mark_used();
         }
         self.server = Some(checkout);
         self.tell_parameter_changes();
@@ -528,7 +528,7 @@ impl Session<'_> {
         // refused, so the request finds the client's statements as they were.
         conn.tracker.abandon();
         conn.settle_statements(self.statements.as_mut());
-        conn.broken = true;
+        conn.mark_broken();
         self.cancel.slot.set(None);
         // Dropped, not given back: the guard closes a broken server.
         self.server = None;

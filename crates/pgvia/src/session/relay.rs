@@ -41,7 +41,7 @@ async fn carry_out<W: tokio::io::AsyncWrite + Unpin>(
         Next::End(end) => Some(end),
         Next::EndAfterServerWrite(end) => {
             if let Err(e) = server.stream.write_all(&bufs.to_server).await {
-                server.broken = true;
+                server.mark_broken();
                 tracing::debug!(error = %e, "server write failed while client was leaving");
             }
             bufs.to_server.clear();
@@ -121,11 +121,11 @@ pub async fn relay(
             r = sr.read_buf(&mut server.read_buf), if bufs.to_client.len() < HIGH_WATER => {
                 match r {
                     Ok(0) => {
-                        server.broken = true;
+                        server.mark_broken();
                         return RelayEnd::ServerLost { error: ServerError::Closed, told_client: server_fatal };
                     }
                     Err(e) => {
-                        server.broken = true;
+                        server.mark_broken();
                         return RelayEnd::ServerLost { error: e.into(), told_client: server_fatal };
                     }
                     Ok(n) => bufs.meter.server_bytes(n),
@@ -153,7 +153,7 @@ pub async fn relay(
                         turns::server_written(server);
                     }
                     Err(e) => {
-                        server.broken = true;
+                        server.mark_broken();
                         return RelayEnd::ServerLost { error: e.into(), told_client: false };
                     }
                 }

@@ -154,7 +154,7 @@ pub(super) fn first_reply(server: &mut ServerConn, to_client: &mut BytesMut) -> 
         FirstReply::Incomplete => None,
         FirstReply::Terminating(error) => {
             server.first_request = FirstRequest::Refused;
-            server.broken = true;
+            server.mark_broken();
             Some(RelayEnd::ServerLost { error, told_client: false })
         }
         FirstReply::Other => {

@@ -18,7 +18,7 @@ pub async fn apply(
     timeout: Duration,
 ) -> Result<(), SessionError> {
     let Some(sql) = statement(server, wanted) else { return Ok(()) };
-    server.dirty = true;
+    server.mark_used();
     // Boxed: this runs only when settings differ, but its state would otherwise be part of
     // every session's future (and so of every idle client's memory).
     match Box::pin(server.run_internal(&[&sql], timeout)).await {

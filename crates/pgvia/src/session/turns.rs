@@ -38,7 +38,7 @@ pub(super) fn client_frames(
     if bufs.from_client.is_empty() {
         return Next::Relay;
     }
-    server.dirty = true;
+    server.mark_used();
     bufs.meter.request(&bufs.from_client);
     let mut scan = scan_client(bufs, decoder, server, tracking.as_deref_mut());
     if release_hold_in_open_block(server, &bufs.to_server, tracking.as_deref_mut()) {
@@ -113,13 +113,15 @@ pub(super) fn server_bytes(
     server.read_buf = read_buf;
     *server_fatal |= scan.fatal;
     // A server that said FATAL is closing; it must not go back to the pool.
-    server.broken |= scan.fatal || scan.died_idle;
+    if scan.fatal || scan.died_idle {
+        server.mark_broken();
+    }
     if scan.died_idle && bufs.to_server.is_empty() {
         return Next::End(RelayEnd::Quiescent);
     }
     server.settle_statements(tracking.as_deref_mut().and_then(|t| t.statements.as_deref_mut()));
     if let Some(error) = scan.error {
-        server.broken = true;
+        server.mark_broken();
         return Next::EndAfterClientWrite(RelayEnd::ServerLost { error, told_client: false });
     }
     if let Some(id) = scan.stale_plan {
