@@ -214,7 +214,7 @@ impl<'a> Statement<'a> {
 
     /// The object the statement names: the parameter of `SET`/`RESET`/`SHOW`, the channel
     /// of `LISTEN`/`UNLISTEN`/`NOTIFY`, the prepared statement of `PREPARE`/`EXECUTE`/
-    /// `DEALLOCATE`, the cursor of `DECLARE`/`FETCH`/`CLOSE`, the savepoint, or the gid of a
+    /// `DEALLOCATE` (and of `EXPLAIN EXECUTE`, `CREATE TABLE ... AS EXECUTE`), the cursor of `DECLARE`/`FETCH`/`CLOSE`, the savepoint, or the gid of a
     /// two-phase command. `None` for `RESET ALL`, `UNLISTEN *`, `DEALLOCATE ALL`, ...
     pub fn name(&self) -> Option<&'a str> {
         self.data.name.map(|s| self.analysis.str(s))

@@ -220,7 +220,19 @@ impl<'t> Walker<'t, '_> {
             }
             other => {
                 self.ddl(other)?;
-                Head::kind(match other {
+                // `CREATE TABLE ... AS EXECUTE name` names a prepared statement.
+                let name = match other {
+                    Node::CreateTableAsStmt(c) => match c.query() {
+                        Node::ExecuteStmt(e) => {
+                            // What the prepared statement does is not visible here.
+                            self.s.hidden_effects = true;
+                            self.opt(e.name())
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let head = Head::kind(match other {
                     Node::CreateStmt(c) => {
                         K::CreateTable { temporary: c.relation().is_some_and(is_temp), as_select: false }
                     }
@@ -230,7 +242,8 @@ impl<'t> Walker<'t, '_> {
                     },
                     _ => K::Ddl,
                 })
-                .writes(true)
+                .writes(true);
+                Head { name, ..head }
             }
         })
     }
@@ -267,7 +280,10 @@ impl<'t> Walker<'t, '_> {
         let analyze = e.options().iter().any(|o| o.defname() == Some("analyze") && def_true(o));
         let e0 = self.s.effects.len();
         let inner = self.nested(|w| w.inner(e.query()))?;
-        let mut head = Head { target: inner.kind, ..Head::kind(StatementKind::Explain { analyze }) };
+        // `EXPLAIN EXECUTE name` names a prepared statement, which a proxy that renames
+        // statements must find.
+        let name = if inner.kind == Some(StatementKind::Execute) { inner.name } else { None };
+        let mut head = Head { target: inner.kind, name, ..Head::kind(StatementKind::Explain { analyze }) };
         if analyze {
             head.writes = inner.writes;
         } else {

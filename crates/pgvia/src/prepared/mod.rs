@@ -49,3 +49,18 @@ pub enum ClientEffect {
     /// A Close unbound `name`, which meant `stmt`.
     Closed { name: Box<str>, stmt: Arc<Statement> },
 }
+
+/// Whether a query may change the schema that statements were parsed against: DDL, and
+/// what pgvia cannot see into (`DO`, `CALL`, statements the analysis does not know, SQL it
+/// could not read). Such a query starts a new schema generation (see
+/// [`ServerStatements::schema_change_sent`]). Functions called from ordinary queries are not
+/// counted: DDL inside them is not seen (docs/compatibility.md).
+pub fn changes_schema(analysis: &route::Analysis) -> bool {
+    use route::StatementKind as K;
+    analysis.is_conservative()
+        || analysis.statements().any(|s| {
+            matches!(s.kind(), K::Ddl | K::CreateTable { .. } | K::Do | K::Call | K::Other)
+                || matches!(s.target(), Some(K::Ddl | K::CreateTable { .. } | K::Do | K::Call))
+                    && matches!(s.kind(), K::Explain { analyze: true })
+        })
+}

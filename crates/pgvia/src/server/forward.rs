@@ -83,7 +83,7 @@ impl Forward<'_> {
         let client_effect = Some(ClientEffect::Bound { name: p.name.into(), prev });
         let stats = &self.client.registry().stats;
         let held = if p.name.is_empty() {
-            self.server.statements.unnamed == Some(stmt.id)
+            self.server.statements.holds_unnamed(&stmt)
         } else {
             self.server.statements.holds(&stmt)
         };
@@ -100,7 +100,7 @@ impl Forward<'_> {
             return (Sent::Replaced, Some(stmt));
         }
         if p.name.is_empty() {
-            let prev = self.server.statements.unnamed.replace(stmt.id);
+            let prev = self.server.statements.set_unnamed(stmt.id);
             self.server.tracker.push(Pending {
                 request: Request::Parse,
                 replies: Replies::Forward,
@@ -262,6 +262,9 @@ impl Forward<'_> {
                 stmt.server_name_cstr(),
                 ServerEffect::Prepared(stmt.id),
             );
+            if !stmt.is_sql() {
+                sync_before_query(server, self.out);
+            }
         }
         send_query(server, self.out, &with_name(sql, &span, stmt.server_name()));
         server.tracker.push(Pending::plain(Request::Query));
@@ -353,12 +356,12 @@ impl Forward<'_> {
             }
         };
         if name.is_empty() {
-            if server.statements.unnamed == Some(stmt.id) {
+            if server.statements.holds_unnamed(stmt) {
                 server.tracker.push(Pending::plain(request));
                 return Sent::AsIs;
             }
             out.extend_from_slice(run);
-            let prev = server.statements.unnamed.replace(stmt.id);
+            let prev = server.statements.set_unnamed(stmt.id);
             inject_parse(server, out, registry, stmt, b"\0", ServerEffect::Unnamed { prev });
             out.extend_from_slice(frame);
             server.tracker.push(Pending::plain(request));
@@ -389,7 +392,7 @@ impl Forward<'_> {
     }
 }
 
-fn inject_parse(
+pub(super) fn inject_parse(
     server: &mut ServerSide<'_>,
     out: &mut BytesMut,
     registry: &crate::prepared::Registry,
@@ -416,9 +419,26 @@ fn inject_parse(
     });
 }
 
+/// After a Parse pgvia injects ahead of a simple query: a Parse that fails makes the server
+/// skip every message up to a Sync, the query included, which would then never be answered.
+/// This Sync (its reply dropped) ends that, so the query runs and reports its own error. Not
+/// inside an extended-protocol batch the client left open, which a Sync would end.
+pub(super) fn sync_before_query(server: &mut ServerSide<'_>, out: &mut BytesMut) {
+    if server.tracker.batch() != crate::server::tracker::Batch::Closed {
+        return;
+    }
+    build::frame(out, tag::SYNC, |_| {});
+    server.tracker.push(Pending {
+        request: Request::Sync,
+        replies: Replies::DropAll,
+        server_effect: None,
+        client_effect: None,
+    });
+}
+
 /// Records `stmt` as held by the server, closing there an older plan of it and the statement
 /// it displaces.
-fn evict_for(server: &mut ServerSide<'_>, out: &mut BytesMut, stmt: &Arc<Statement>) {
+pub(super) fn evict_for(server: &mut ServerSide<'_>, out: &mut BytesMut, stmt: &Arc<Statement>) {
     if let Some(stale) = server.statements.take_stale(stmt) {
         close_on_server(server, out, stale);
     }
@@ -442,20 +462,20 @@ fn close_on_server(server: &mut ServerSide<'_>, out: &mut BytesMut, evicted: Arc
 
 /// Writes a simple query of pgvia's; like any simple query, it replaces the server's
 /// unnamed statement.
-fn send_query(server: &mut ServerSide<'_>, out: &mut BytesMut, sql: &str) {
+pub(super) fn send_query(server: &mut ServerSide<'_>, out: &mut BytesMut, sql: &str) {
     build::query(out, sql);
     server.statements.unnamed = None;
 }
 
 /// An ErrorResponse frame.
-fn error_frame(code: SqlState, message: &str) -> Bytes {
+pub(super) fn error_frame(code: SqlState, message: &str) -> Bytes {
     let mut error = BytesMut::new();
     ErrorFields::error(code, message).write(&mut error);
     error.freeze()
 }
 
 /// PostgreSQL's error for a statement name it does not know.
-fn no_such_statement(name: &str) -> Bytes {
+pub(super) fn no_such_statement(name: &str) -> Bytes {
     let message = format!("prepared statement \"{name}\" does not exist");
     error_frame(SqlState::INVALID_SQL_STATEMENT_NAME, &message)
 }
@@ -480,7 +500,7 @@ pub fn reserved_name_error(analysis: &route::Analysis) -> Option<Bytes> {
     })
 }
 
-fn limit_error(limit: StatementLimit) -> Bytes {
+pub(super) fn limit_error(limit: StatementLimit) -> Bytes {
     let mut error = BytesMut::new();
     limit.write_error(&mut error);
     error.freeze()
@@ -548,7 +568,7 @@ pub fn settle(
             match f.server_effect {
                 Some(ServerEffect::Prepared(id)) => server.forget(id),
                 Some(ServerEffect::Evicted(stmt)) => server.restore(stmt),
-                Some(ServerEffect::Unnamed { prev }) => server.unnamed = prev,
+                Some(ServerEffect::Unnamed { prev }) => server.restore_unnamed(prev),
                 Some(ServerEffect::ReplayFrom { .. }) | None => {}
             }
         }

@@ -5,6 +5,7 @@ mod conn;
 mod error;
 pub mod forward;
 mod reset;
+mod sql_names;
 pub mod tracker;
 
 pub use conn::{

@@ -13,7 +13,7 @@ use super::meter::Meter;
 use super::state::SessionState;
 use crate::pool::PoolStats;
 use crate::prepared::sql::SqlStatement;
-use crate::prepared::ClientStatements;
+use crate::prepared::{changes_schema, ClientStatements};
 use crate::routing::decide::analyze_parse;
 use crate::server::forward::{reserved_name_error, Forward, Sent, ServerSide};
 use crate::server::tracker::{Pending, Request};
@@ -197,6 +197,9 @@ impl Tracking<'_> {
             (Ok(FrontendMessage::Parse(p)), _) => {
                 let (sent, stmt) = fwd.parse(run, &p);
                 if let Some(stmt) = stmt {
+                    if changes_schema(&stmt.analysis) {
+                        fwd.server.statements.schema_change_sent();
+                    }
                     self.observe(&stmt.analysis);
                 }
                 sent
@@ -206,10 +209,14 @@ impl Tracking<'_> {
                 // the session counts again (the Arc is cloned only for such statements).
                 let rerun = fwd.client.get(b.statement).and_then(|s| {
                     let a = &s.analysis;
-                    (a.may_have_hidden_effects() || a.has_session_effects()).then(|| a.clone())
+                    (a.may_have_hidden_effects() || a.has_session_effects() || changes_schema(a))
+                        .then(|| a.clone())
                 });
                 let sent = fwd.bind(run, frame, b.statement);
                 if let Some(analysis) = rerun {
+                    if changes_schema(&analysis) {
+                        fwd.server.statements.schema_change_sent();
+                    }
                     self.observe(&analysis);
                 }
                 sent
@@ -222,6 +229,9 @@ impl Tracking<'_> {
             }
             (Ok(FrontendMessage::Query { sql }), Some(analysis)) => {
                 fwd.query();
+                if changes_schema(&analysis) {
+                    fwd.server.statements.schema_change_sent();
+                }
                 // Text in a client encoding other than UTF-8 was not analysed, so it is no
                 // command pgvia rewrites.
                 let text = std::str::from_utf8(sql).ok();
@@ -236,13 +246,16 @@ impl Tracking<'_> {
                     Some((_, SqlStatement::Deallocate { name })) => fwd.deallocate_sql(run, name),
                     None => match reserved_name_error(&analysis) {
                         Some(error) => fwd.refuse_query(run, error),
-                        None => {
-                            if forgets_statements(&analysis) {
-                                fwd.forget_all();
+                        None => match text.and_then(|t| fwd.sql_names(run, t, &analysis)) {
+                            Some(sent) => sent,
+                            None => {
+                                if forgets_statements(&analysis) {
+                                    fwd.forget_all();
+                                }
+                                fwd.server.tracker.client_sent(tag, body);
+                                Sent::AsIs
                             }
-                            fwd.server.tracker.client_sent(tag, body);
-                            Sent::AsIs
-                        }
+                        },
                     },
                 };
                 self.observe(&analysis);

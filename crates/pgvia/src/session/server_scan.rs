@@ -97,6 +97,9 @@ pub(super) fn scan_server(
             }
             ServerEvent::Ready { status, .. } => {
                 scan.ready = true;
+                if status == wire::backend::TransactionStatus::Idle {
+                    server.statements.transaction_ended();
+                }
                 if forwarded {
                     meter.ready(1, status == wire::backend::TransactionStatus::Idle);
                 }
@@ -105,6 +108,11 @@ pub(super) fn scan_server(
             ServerEvent::StaleSeen(id) => {
                 if let Some((stmt, epoch)) = server.statements.get_with_epoch(id) {
                     stmt.plan_went_stale(epoch);
+                }
+                // The schema changed in a way pgvia did not see (another connection, a
+                // function): fresh Parses elsewhere must not meet copies from before it.
+                if let Some(r) = server.statements.registry() {
+                    r.schema_changed();
                 }
             }
             ServerEvent::Other => {}

@@ -167,6 +167,7 @@ fn retry_stale_plan(
         )));
     };
     statements.registry().stats.stale_plan_retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    statements.registry().schema_changed();
     if let Some((stmt, epoch)) = server.statements.get_with_epoch(id) {
         stmt.plan_went_stale(epoch);
         let stmt = stmt.clone();
