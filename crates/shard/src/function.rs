@@ -193,6 +193,49 @@ mod tests {
     }
 
     #[test]
+    fn ranges_of_every_ordered_key_type() {
+        let read = |ty: KeyType, s: &str| ty.parse_text(s.as_bytes()).expect("valid");
+        for (ty, bounds, inside, outside) in [
+            (KeyType::Text, ["a", "m", "t"], ["apple", "mango"], "zebra"),
+            (
+                KeyType::Date,
+                ["2024-01-01", "2025-01-01", "2026-01-01"],
+                ["2024-12-31", "2025-06-01"],
+                "2023-12-31",
+            ),
+            (
+                KeyType::Timestamp,
+                ["2024-01-01 00:00", "2024-01-01 12:00", "2024-01-02 00:00"],
+                ["2024-01-01 11:59:59.999999", "2024-01-01 12:00"],
+                "2024-01-02 00:00",
+            ),
+            (
+                KeyType::Uuid,
+                [
+                    "00000000-0000-0000-0000-000000000000",
+                    "80000000-0000-0000-0000-000000000000",
+                    "c0000000-0000-0000-0000-000000000000",
+                ],
+                ["7fffffff-ffff-ffff-ffff-ffffffffffff", "80000000-0000-0000-0000-000000000001"],
+                "c0000000-0000-0000-0000-000000000001",
+            ),
+        ] {
+            let b: Vec<Value> = bounds.iter().map(|s| read(ty, s)).collect();
+            let f = ShardFunction::range(
+                vec![
+                    RangeRule { lower: Some(b[0].clone()), upper: Some(b[1].clone()), shard: 0 },
+                    RangeRule { lower: Some(b[1].clone()), upper: Some(b[2].clone()), shard: 1 },
+                ],
+                2,
+            )
+            .expect("valid");
+            assert_eq!(f.shard_of(&read(ty, inside[0])), Ok(0), "{ty}");
+            assert_eq!(f.shard_of(&read(ty, inside[1])), Ok(1), "{ty}");
+            assert!(matches!(f.shard_of(&read(ty, outside)), Err(ShardError::NoRange(_))), "{ty}");
+        }
+    }
+
+    #[test]
     fn lists_with_and_without_a_default() {
         let values = vec![(Value::Text(b"eu"[..].into()), 0), (Value::Text(b"us"[..].into()), 1)];
         let strict = ShardFunction::List { values: values.clone(), default: None };
