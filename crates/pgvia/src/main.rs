@@ -31,6 +31,23 @@ enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// Print which shards a statement goes to and why, from the configuration alone.
+    Route {
+        /// The statement (a simple query, or with --param an extended-protocol one).
+        sql: String,
+        /// The sharded database; default: the only one.
+        #[arg(long, short)]
+        database: Option<String>,
+        /// A parameter value ($1, $2, ... in order) in text format; `NULL` for NULL.
+        #[arg(long = "param", short)]
+        params: Vec<String>,
+        /// Parameter type oids as a Parse declares them, comma-separated (20 = bigint).
+        #[arg(long, value_delimiter = ',')]
+        types: Vec<u32>,
+        /// The session's search_path.
+        #[arg(long, default_value = "\"$user\", public")]
+        search_path: String,
+    },
 }
 
 /// Exit code for a configuration pgvia refuses to start with.
@@ -42,6 +59,17 @@ fn main() -> ExitCode {
         Some(Command::Check) => return pgvia::config::check_command(&cli.config),
         Some(Command::ImportPgbouncer { ini, userlist, output }) => {
             return pgvia::import::command(ini, userlist.as_deref(), output.as_deref());
+        }
+        Some(Command::Route { sql, database, params, types, search_path }) => {
+            let request = pgvia::sharding::cli::RouteRequest {
+                database: database.clone(),
+                params: (!params.is_empty() || !types.is_empty())
+                    .then(|| params.iter().map(|p| (p != "NULL").then(|| p.clone())).collect()),
+                param_types: types.clone(),
+                search_path: search_path.clone(),
+                sql: sql.clone(),
+            };
+            return pgvia::sharding::cli::command(&cli.config, &request);
         }
         None => {}
     }
