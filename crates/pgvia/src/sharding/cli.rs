@@ -89,6 +89,7 @@ pub fn render(routes: &[StatementRoute]) -> String {
         let target = match r.target {
             Target::Shards(s) => format!("shards {s}"),
             Target::AnyOf(s) => format!("any one of shards {s}"),
+            Target::NoRows => "no shard holds matching rows (any one answers)".into(),
         };
         let _ = writeln!(out, "statement {}: {target}", i + 1);
         for reason in &r.reasons {

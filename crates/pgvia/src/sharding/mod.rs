@@ -37,6 +37,9 @@ pub enum Target {
     /// On any single one of these: the statement reads only tables that are the same on
     /// every shard (omnisharded tables, the catalog) or none at all.
     AnyOf(ShardSet),
+    /// No shard can hold a matching row (`key = 1 AND key = 2`): any single shard answers,
+    /// with no rows.
+    NoRows,
 }
 
 /// The route of one statement and the reasons for it.
@@ -280,7 +283,7 @@ fn statement(
         }
         (true, true) => {
             route.reasons.push("no shard can hold matching rows → any one shard answers".into());
-            Target::AnyOf(all)
+            Target::NoRows
         }
         (true, false) => Target::Shards(shards),
     };
