@@ -57,9 +57,9 @@ pub struct StatementRoute {
     pub upsert: bool,
     /// `INSERT`/`UPDATE`/`DELETE ... RETURNING`.
     pub returning: bool,
-    /// True when the statement goes to every shard for lack of a key (what users count to
-    /// find their missing keys), false when it was narrowed, hinted or had to go everywhere
-    /// by its nature (DDL, omnisharded writes).
+    /// True when a sharded table's conditions left every shard in (what users count to find
+    /// their missing keys); false when they narrowed it, a hint chose, or the statement goes
+    /// everywhere by its nature (DDL, omnisharded writes).
     pub missing_key: bool,
 }
 
@@ -355,10 +355,12 @@ fn sharded_table(
     };
     route.reasons.append(&mut notes);
     let set = rule.function.shards_for(&cond, rules.shard_count).map_err(no_shard)?;
+    if set == ShardSet::all(rules.shard_count) && rules.shard_count > 1 {
+        route.missing_key = true;
+    }
     if cond.mentions_key() {
         route.reasons.push(format!("{t}: condition on key {} → shards {set}", rule.column));
     } else {
-        route.missing_key = true;
         route.reasons.push(format!("{t}: no usable condition on key {} → every shard", rule.column));
     }
     Ok(set)
