@@ -49,6 +49,18 @@ function = "range"
 ranges = [{ shard = 0, to = 1000 }, { shard = 1, from = 1000, to = 2000 }, { shard = 2, from = 2000, to = 3000 }, { shard = 3, from = 3000 }]
 
 [[databases.sharded_tables]]
+name = "ht"
+column = "k"
+type = "text"
+
+[[databases.sharded_tables]]
+name = "dr"
+column = "day"
+type = "date"
+function = "range"
+ranges = [{ shard = 0, to = "2024-01-01" }, { shard = 1, from = "2024-01-01", to = "2025-01-01" }, { shard = 2, from = "2025-01-01", to = "2026-01-01" }, { shard = 3, from = "2026-01-01" }]
+
+[[databases.sharded_tables]]
 name = "rp2"
 column = "id"
 type = "bigint"
@@ -72,6 +84,19 @@ CREATE TABLE rp2_s0a PARTITION OF rp2 FOR VALUES FROM (0) TO (100);
 CREATE TABLE rp2_s1 PARTITION OF rp2 FOR VALUES FROM (100) TO (200);
 CREATE TABLE rp2_s0b PARTITION OF rp2 FOR VALUES FROM (200) TO (300);
 CREATE TABLE rp2_s2 PARTITION OF rp2 FOR VALUES FROM (300) TO (400);
+CREATE TABLE ht (k text, v int) PARTITION BY HASH (k);
+CREATE TABLE ht_0 PARTITION OF ht FOR VALUES WITH (MODULUS 4, REMAINDER 0);
+CREATE TABLE ht_1 PARTITION OF ht FOR VALUES WITH (MODULUS 4, REMAINDER 1);
+CREATE TABLE ht_2 PARTITION OF ht FOR VALUES WITH (MODULUS 4, REMAINDER 2);
+CREATE TABLE ht_3 PARTITION OF ht FOR VALUES WITH (MODULUS 4, REMAINDER 3);
+CREATE TABLE dr (day date, v int) PARTITION BY RANGE (day);
+CREATE TABLE dr_0 PARTITION OF dr FOR VALUES FROM (MINVALUE) TO ('2024-01-01');
+CREATE TABLE dr_1 PARTITION OF dr FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');
+CREATE TABLE dr_2 PARTITION OF dr FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');
+CREATE TABLE dr_3 PARTITION OF dr FOR VALUES FROM ('2026-01-01') TO (MAXVALUE);
+INSERT INTO ht SELECT md5(i::text), i % 10 FROM generate_series(1, 2000) i;
+INSERT INTO ht VALUES ('a', 1), ('b', 2), ('zeta', 3), ('mañana', 4), ('', 5), ('it''s', 6);
+INSERT INTO dr SELECT date '2022-06-01' + i, i % 10 FROM generate_series(0, 1600) i;
 INSERT INTO hp SELECT i * 7919 % 100003 - 50000, i % 10 FROM generate_series(1, 5000) i;
 INSERT INTO hp SELECT i, i % 10 FROM generate_series(-10, 1000) i;
 INSERT INTO rp SELECT i, i % 10 FROM generate_series(-100, 4000) i;
@@ -112,11 +137,13 @@ async fn simple_rows(client: &Client, sql: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// A parameter value: a bigint or a bigint array.
+/// A parameter value: a bigint, a bigint array, a text or a date.
 #[derive(Clone, Debug)]
 enum P {
     Int(i64),
     Ints(Vec<i64>),
+    Text(&'static str),
+    Date(&'static str),
 }
 
 impl P {
@@ -124,6 +151,8 @@ impl P {
         match self {
             P::Int(_) => "bigint",
             P::Ints(_) => "bigint[]",
+            P::Text(_) => "text",
+            P::Date(_) => "date",
         }
     }
 
@@ -131,6 +160,8 @@ impl P {
         match self {
             P::Int(_) => 20,
             P::Ints(_) => 1016,
+            P::Text(_) => 25,
+            P::Date(_) => 1082,
         }
     }
 
@@ -138,6 +169,7 @@ impl P {
         match self {
             P::Int(v) => v.to_string(),
             P::Ints(v) => format!("'{{{}}}'", v.iter().map(i64::to_string).collect::<Vec<_>>().join(",")),
+            P::Text(t) | P::Date(t) => format!("'{}'", t.replace('\'', "''")),
         }
     }
 
@@ -147,6 +179,7 @@ impl P {
             P::Ints(v) => {
                 format!("{{{}}}", v.iter().map(i64::to_string).collect::<Vec<_>>().join(",")).into_bytes()
             }
+            P::Text(t) | P::Date(t) => t.as_bytes().to_vec(),
         }
     }
 
@@ -165,6 +198,11 @@ impl P {
                 }
                 out
             }
+            P::Text(t) => t.as_bytes().to_vec(),
+            P::Date(t) => match shard::KeyType::Date.parse_text(t.as_bytes()) {
+                Ok(shard::Value::Date(days)) => days.to_be_bytes().to_vec(),
+                other => panic!("{t}: {other:?}"),
+            },
         }
     }
 }
@@ -247,6 +285,52 @@ fn corpus() -> Vec<Case> {
         add("rp", "id >= $1 AND id < $2".into(), vec![P::Int(lo), P::Int(hi)]);
         add("rp", "id = ANY($1) OR id > $2".into(), vec![P::Ints(vec![a, c]), P::Int(hi)]);
     }
+    let words = ["a", "b", "zeta", "mañana", "", "it''s", "c4ca4238a0b923820dcc509a6f75849b"];
+    for i in 0..words.len() {
+        let (a, b, c) = (words[i], words[(i * 3 + 1) % words.len()], words[(i * 5 + 2) % words.len()]);
+        for clause in [
+            format!("k = '{a}'"),
+            format!("k IN ('{a}', '{b}')"),
+            format!("k = '{a}' OR k = '{b}' OR k = '{c}'"),
+            format!("k = ANY(ARRAY['{a}', '{c}'])"),
+            format!("k = '{a}' AND v < 5"),
+            format!("k > '{a}'"),
+            format!("k = '{a}' AND k = '{b}'"),
+        ] {
+            add("ht", clause, vec![]);
+        }
+        let text =
+            |w: &str| P::Text(if w == "it''s" { "it's" } else { Box::leak(w.to_owned().into_boxed_str()) });
+        add("ht", "k = $1".into(), vec![text(a)]);
+        add("ht", "k = $1 OR k = $2".into(), vec![text(b), text(c)]);
+    }
+    let days = [
+        "2022-06-01",
+        "2023-12-31",
+        "2024-01-01",
+        "2024-07-15",
+        "2025-01-01",
+        "2025-12-31",
+        "2026-01-01",
+        "2026-08-01",
+    ];
+    for i in 0..days.len() {
+        let (a, b, c) = (days[i], days[(i * 3 + 1) % days.len()], days[(i * 5 + 2) % days.len()]);
+        let (lo, hi) = (a.min(b), a.max(b));
+        for clause in [
+            format!("day = '{a}'"),
+            format!("day < '{a}'"),
+            format!("day >= '{a}'"),
+            format!("day BETWEEN '{lo}' AND '{hi}'"),
+            format!("day > '{lo}' AND day <= '{hi}'"),
+            format!("day < '{lo}' OR day = '{c}'"),
+            format!("day IN ('{a}', '{b}', '{c}')"),
+        ] {
+            add("dr", clause, vec![]);
+        }
+        add("dr", "day = $1".into(), vec![P::Date(a)]);
+        add("dr", "day >= $1 AND day < $2".into(), vec![P::Date(lo), P::Date(hi)]);
+    }
     let gap_values = [0, 50, 99, 100, 150, 199, 200, 250, 300, 399];
     for (a, b, _) in combos(&gap_values) {
         let (lo, hi) = (a.min(b), a.max(b));
@@ -285,7 +369,7 @@ async fn where_clauses_reach_the_shards_postgres_keeps() {
     let mut tally = Tally::default();
     let mut with_params = 0;
     for (n, case) in cases.iter().enumerate() {
-        let sql = format!("SELECT id FROM {} WHERE {}", case.table, case.clause);
+        let sql = format!("SELECT * FROM {} WHERE {}", case.table, case.clause);
         // PostgreSQL: a custom plan (the first executions of a prepared statement), so the
         // parameters' values prune at plan time as literals do.
         let explain = if case.params.is_empty() {
@@ -376,6 +460,8 @@ async fn where_clauses_reach_the_shards_postgres_keeps() {
         eprintln!("  narrower: {line}");
     }
     assert!(cases.len() >= 300);
+    // The literal cases were read through shared shape analyses, their constants as `$n`.
+    assert!(analyzer.stats().shape_hits > 100, "{:?}", analyzer.stats());
     assert_eq!(tally.refused, 3, "only the keys in no range are refused");
 }
 

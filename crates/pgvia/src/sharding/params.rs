@@ -2,6 +2,7 @@
 //! in text or binary format (scalars and one-dimensional arrays), or, for a simple query
 //! that shares its shape's analysis, the constants of its own text standing in for `$n`.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use shard::{KeyError, KeyType, Value};
@@ -20,10 +21,11 @@ pub enum Params<'a> {
 }
 
 /// One parameter's value as found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Raw<'a> {
     Null,
-    Text(&'a [u8]),
+    /// Borrowed, but for a string constant with doubled quotes in it.
+    Text(Cow<'a, [u8]>),
     Binary(&'a [u8]),
     /// A constant that is not a plain number or string (`E'...'`, `B'...'`): not read.
     Unreadable,
@@ -44,7 +46,7 @@ impl<'a> Params<'a> {
                     1 => formats[0],
                     _ => *formats.get(i)?,
                 };
-                Some(if format == 1 { Raw::Binary(value) } else { Raw::Text(value) })
+                Some(if format == 1 { Raw::Binary(value) } else { Raw::Text(Cow::Borrowed(value)) })
             }
             Params::Constants { sql, ranges } => Some(constant(sql.get(ranges.get(i)?.clone())?)),
         }
@@ -59,22 +61,21 @@ fn constant(text: &str) -> Raw<'_> {
         Some(b'\'') if b.len() >= 2 && b[b.len() - 1] == b'\'' => {
             let body = &text[1..text.len() - 1];
             if body.contains("''") {
-                // Doubled quotes would need an owned copy; keys with quotes are rare enough
-                // to route as unknown rather than allocate here.
-                Raw::Unreadable
+                // The one case that copies: a key with a quote in it.
+                Raw::Text(Cow::Owned(body.replace("''", "'").into_bytes()))
             } else {
-                Raw::Text(body.as_bytes())
+                Raw::Text(Cow::Borrowed(body.as_bytes()))
             }
         }
         Some(b'$') => match text[1..].find('$') {
             Some(end) => {
                 let tag_len = end + 2;
                 text.get(tag_len..text.len().saturating_sub(tag_len))
-                    .map_or(Raw::Unreadable, |s| Raw::Text(s.as_bytes()))
+                    .map_or(Raw::Unreadable, |s| Raw::Text(Cow::Borrowed(s.as_bytes())))
             }
             None => Raw::Unreadable,
         },
-        Some(c) if c.is_ascii_digit() || *c == b'-' || *c == b'.' => Raw::Text(b),
+        Some(c) if c.is_ascii_digit() || *c == b'-' || *c == b'.' => Raw::Text(Cow::Borrowed(b)),
         _ => Raw::Unreadable,
     }
 }
@@ -130,7 +131,7 @@ pub fn read_scalar(raw: Raw<'_>, type_oid: u32, key: KeyType) -> Result<Option<V
     match raw {
         Raw::Null => Ok(None),
         Raw::Unreadable => Err(ValueError::Unreadable),
-        Raw::Text(t) => Ok(Some(key.parse_text(t)?)),
+        Raw::Text(t) => Ok(Some(key.parse_text(&t)?)),
         Raw::Binary(b) => {
             let declared = key_type_of_oid(type_oid).filter(|t| compatible(*t, key)).unwrap_or(key);
             Ok(Some(declared.parse_binary(b)?))
@@ -150,7 +151,7 @@ pub fn read_array(raw: Raw<'_>, type_oid: u32, key: KeyType) -> Result<Vec<Value
     match raw {
         Raw::Null => Ok(Vec::new()),
         Raw::Unreadable => Err(ValueError::Unreadable),
-        Raw::Text(t) => text_array(t)?.into_iter().flatten().map(|e| Ok(key.parse_text(&e)?)).collect(),
+        Raw::Text(t) => text_array(&t)?.into_iter().flatten().map(|e| Ok(key.parse_text(&e)?)).collect(),
         Raw::Binary(b) => binary_array(b, type_oid, key),
     }
 }
@@ -276,7 +277,7 @@ mod tests {
     fn formats_follow_the_bind_rules() {
         let values = [Some(&b"1"[..]), None, Some(&[0u8, 0, 0, 7][..])];
         let all_text = Params::Bind { formats: &[], values: &values };
-        assert_eq!(all_text.get(1), Some(Raw::Text(b"1")));
+        assert_eq!(all_text.get(1), Some(Raw::Text(Cow::Borrowed(b"1"))));
         let per_param = Params::Bind { formats: &[0, 0, 1], values: &values };
         assert_eq!(per_param.get(2), Some(Raw::Null));
         assert_eq!(per_param.get(3), Some(Raw::Binary(&[0, 0, 0, 7])));
@@ -291,18 +292,21 @@ mod tests {
         let sql = "SELECT * FROM t WHERE a = 42 AND b = 'x y' AND c = $$z$$ AND d = E'q' AND e = 'it''s'";
         let ranges = route::constants(sql);
         let p = Params::Constants { sql, ranges: &ranges };
-        assert_eq!(p.get(1), Some(Raw::Text(b"42")));
-        assert_eq!(p.get(2), Some(Raw::Text(b"x y")));
-        assert_eq!(p.get(3), Some(Raw::Text(b"z")));
+        let text = |t: &'static [u8]| Some(Raw::Text(Cow::Borrowed(t)));
+        assert_eq!(p.get(1), text(b"42"));
+        assert_eq!(p.get(2), text(b"x y"));
+        assert_eq!(p.get(3), text(b"z"));
         assert_eq!(p.get(4), Some(Raw::Unreadable));
-        assert_eq!(p.get(5), Some(Raw::Unreadable));
+        assert_eq!(p.get(5), text(b"it's"));
     }
 
     #[test]
     fn arrays_in_both_formats() {
-        let keys = read_array(Raw::Text(br#"{1, 2 ,NULL,"3"}"#), 0, KeyType::BigInt).expect("text array");
+        let keys = read_array(Raw::Text(Cow::Borrowed(br#"{1, 2 ,NULL,"3"}"#)), 0, KeyType::BigInt)
+            .expect("text array");
         assert_eq!(keys, [Value::Int(1), Value::Int(2), Value::Int(3)]);
-        let words = read_array(Raw::Text(br#"{"a,b",c\,d,"e\"f"}"#), 0, KeyType::Text).expect("text array");
+        let words = read_array(Raw::Text(Cow::Borrowed(br#"{"a,b",c\,d,"e\"f"}"#)), 0, KeyType::Text)
+            .expect("text array");
         assert_eq!(
             words,
             [
@@ -311,7 +315,7 @@ mod tests {
                 Value::Text(br#"e"f"#[..].into())
             ]
         );
-        assert!(read_array(Raw::Text(b"{{1,2}}"), 0, KeyType::BigInt).is_err());
+        assert!(read_array(Raw::Text(Cow::Borrowed(b"{{1,2}}")), 0, KeyType::BigInt).is_err());
         let mut bin = Vec::new();
         for v in [1i32, 0, 20, 3, 1] {
             bin.extend_from_slice(&v.to_be_bytes());
