@@ -89,7 +89,7 @@ fn hash(key: i64) -> usize {
 impl Fixture {
     /// A simple query, through the shape-shared analysis.
     fn query(&self, sql: &str) -> Result<StatementRoute, RouteError> {
-        self.query_with(sql, &SessionHints::default())
+        self.query_with(sql, &explain())
     }
 
     fn query_with(&self, sql: &str, session: &SessionHints<'_>) -> Result<StatementRoute, RouteError> {
@@ -104,9 +104,7 @@ impl Fixture {
     fn bind(&self, sql: &str, oids: &[u32], formats: &[i16], values: &[Option<&[u8]>]) -> StatementRoute {
         let analysis = self.analyzer.analyze(sql, oids);
         let params = Params::Bind { formats, values };
-        plan(&self.shop, &analysis, &params, &SessionHints::default())
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .remove(0)
+        plan(&self.shop, &analysis, &params, &explain()).unwrap_or_else(|e| panic!("{sql}: {e}")).remove(0)
     }
 
     fn shards(&self, sql: &str) -> ShardSet {
@@ -115,6 +113,10 @@ impl Fixture {
             other => panic!("{sql}: {other:?}"),
         }
     }
+}
+
+fn explain() -> SessionHints<'static> {
+    SessionHints { explain: true, ..SessionHints::default() }
 }
 
 fn set(shards: &[usize]) -> ShardSet {
@@ -174,6 +176,14 @@ fn parameters_in_text_and_binary() {
     assert_eq!(r.target, Target::Shards(set(&[hash(1), hash(3)])));
     // A value that is not a bigint: routed everywhere, with the reason.
     let r = f.bind(sql, &[], &[], &[Some(b"x")]);
+    let quiet = plan(
+        &f.shop,
+        &f.analyzer.analyze(sql, &[]),
+        &Params::Bind { formats: &[], values: &[Some(b"x")] },
+        &SessionHints::default(),
+    )
+    .expect("routes");
+    assert!(quiet[0].reasons.is_empty(), "reasons are collected only when asked for");
     assert_eq!(r.target, Target::Shards(ShardSet::all(4)));
     assert!(r.reasons.iter().any(|m| m.contains("invalid input syntax")), "{r:?}");
     let uuid = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11";
@@ -259,10 +269,10 @@ fn hints_and_session_settings() {
     assert_eq!(f.shards("/* pgvia_sharding_key: ca */ SELECT * FROM users"), set(&[1]));
     let e = f.query("/* pgvia_shard: 9 */ SELECT 1").expect_err("no shard 9");
     assert_eq!(e.sqlstate(), "22023");
-    let session = SessionHints { shard: Some(3), ..SessionHints::default() };
+    let session = SessionHints { shard: Some(3), ..explain() };
     let r = f.query_with("SELECT * FROM orders", &session).expect("routes");
     assert_eq!(r.target, Target::Shards(set(&[3])));
-    let session = SessionHints { sharding_key: Some("42"), ..SessionHints::default() };
+    let session = SessionHints { sharding_key: Some("42"), ..explain() };
     let r = f.query_with("SELECT * FROM orders", &session).expect("routes");
     assert_eq!(r.target, Target::Shards(set(&[hash(42)])));
     // A comment wins over the session.
@@ -275,7 +285,7 @@ fn schemas_and_unlisted_tables() {
     let f = fixture();
     assert_eq!(f.shards("SELECT * FROM tenant_a.invoices"), set(&[3]));
     let path = vec!["$user".to_owned(), "tenant_a".to_owned(), "public".to_owned()];
-    let session = SessionHints { search_path: &path, ..SessionHints::default() };
+    let session = SessionHints { search_path: &path, ..explain() };
     let r = f.query_with("UPDATE invoices SET paid = true", &session).expect("routes");
     assert_eq!(r.target, Target::Shards(set(&[3])));
     // Omnisharded: reads from any shard, writes to all.

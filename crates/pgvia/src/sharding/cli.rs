@@ -64,7 +64,7 @@ pub fn route_text(config_path: &Path, request: &RouteRequest) -> Result<String, 
         .ok_or_else(|| format!("database {:?} is not sharded", db.name))?;
     let analyzer = Analyzer::new(config.analyzer_options()).map_err(|e| e.to_string())?;
     let search_path = shard::parse_search_path(&request.search_path);
-    let session = SessionHints { shard: None, sharding_key: None, search_path: &search_path };
+    let session = SessionHints { shard: None, sharding_key: None, search_path: &search_path, explain: true };
     let routes = match &request.params {
         Some(values) => {
             let analysis = analyzer.analyze(&request.sql, &request.param_types);
@@ -92,7 +92,7 @@ pub fn render(routes: &[StatementRoute]) -> String {
             Target::NoRows => "no shard holds matching rows (any one answers)".into(),
         };
         let _ = writeln!(out, "statement {}: {target}", i + 1);
-        for reason in &r.reasons {
+        for reason in r.reasons.iter() {
             let _ = writeln!(out, "  - {reason}");
         }
         if !r.rows.is_empty() {

@@ -9,6 +9,7 @@ use route::{Condition, Predicate, PredicateOp, Value as Literal};
 use shard::{KeyCond, KeyType, Value};
 
 use super::params::{read_array, read_scalar, Params, Raw, ValueError};
+use super::Reasons;
 use crate::config::TableRule;
 
 /// Reads `cond` for `table`. `only_table` says the statement names no other table, so an
@@ -19,7 +20,7 @@ pub fn key_cond(
     table: &TableRule,
     params: &Params<'_>,
     only_table: bool,
-    notes: &mut Vec<String>,
+    notes: &mut Reasons,
 ) -> KeyCond {
     match cond {
         Condition::And(children) => {
@@ -36,7 +37,7 @@ pub fn key_cond(
             match leaf(&p, table.key_type, params) {
                 Ok(c) => c,
                 Err(e) => {
-                    notes.push(format!("{}.{}: {e}; read as any key", table.name, table.column));
+                    notes.add(|| format!("{}.{}: {e}; read as any key", table.name, table.column));
                     KeyCond::Any
                 }
             }

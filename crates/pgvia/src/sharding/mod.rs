@@ -27,6 +27,34 @@ pub struct SessionHints<'a> {
     pub sharding_key: Option<&'a str>,
     /// The schemas of `search_path`, in order (see [`shard::parse_search_path`]).
     pub search_path: &'a [String],
+    /// Collect the reasons (`pgvia route`, `SHOW ROUTE`); off on the hot path, where
+    /// formatting them for every statement would cost more than routing it.
+    pub explain: bool,
+}
+
+/// Why a statement goes where it goes, one line per decision; empty unless asked for
+/// ([`SessionHints::explain`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reasons {
+    explain: bool,
+    lines: Vec<String>,
+}
+
+impl Reasons {
+    /// Records a reason, formatting it only when reasons are being collected.
+    pub fn add(&mut self, line: impl FnOnce() -> String) {
+        if self.explain {
+            self.lines.push(line());
+        }
+    }
+}
+
+impl std::ops::Deref for Reasons {
+    type Target = [String];
+
+    fn deref(&self) -> &[String] {
+        &self.lines
+    }
 }
 
 /// Where a statement runs.
@@ -46,8 +74,8 @@ pub enum Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatementRoute {
     pub target: Target,
-    /// Human-readable, one per decision, in the order they were made.
-    pub reasons: Vec<String>,
+    /// Human-readable, one per decision, in the order they were made (when asked for).
+    pub reasons: Reasons,
     /// For `INSERT ... VALUES` into a sharded table: each row's shard, in order, so the
     /// statement can be split into one `INSERT` per shard.
     pub rows: Vec<ShardId>,
@@ -136,12 +164,12 @@ pub fn plan(
     let hinted_shard = hints.shard.map(|s| s as ShardId).or(session.shard);
     let hinted_key = hints.shard_key.or(session.sharding_key);
     if analysis.is_conservative() {
-        let mut route = base_route(Target::AnyOf(ShardSet::all(rules.shard_count)));
+        let mut route = base_route(Target::AnyOf(ShardSet::all(rules.shard_count)), session.explain);
         return match (hinted_shard, analysis.outcome()) {
             (Some(s), _) => Ok(vec![hinted(rules, s, route)?]),
             // The server will report the syntax error itself; any shard can.
             (None, Outcome::ParseError) => {
-                route.reasons.push("the text does not parse: any shard reports the error".into());
+                route.reasons.add(|| "the text does not parse: any shard reports the error".into());
                 Ok(vec![route])
             }
             (None, outcome) => Err(RouteError::NotAnalysed { outcome: outcome.as_str() }),
@@ -150,7 +178,7 @@ pub fn plan(
     analysis
         .statements()
         .map(|stmt| {
-            let route = base_route(Target::AnyOf(ShardSet::all(rules.shard_count)));
+            let route = base_route(Target::AnyOf(ShardSet::all(rules.shard_count)), session.explain);
             if let Some(s) = hinted_shard {
                 return hinted(rules, s, flags(&stmt, route));
             }
@@ -162,10 +190,10 @@ pub fn plan(
         .collect()
 }
 
-fn base_route(target: Target) -> StatementRoute {
+fn base_route(target: Target, explain: bool) -> StatementRoute {
     StatementRoute {
         target,
-        reasons: Vec::new(),
+        reasons: Reasons { explain, lines: Vec::new() },
         rows: Vec::new(),
         key_update: false,
         upsert: false,
@@ -195,7 +223,7 @@ fn hinted(
         return Err(RouteError::NoSuchShard { shard, count: rules.shard_count });
     }
     route.target = Target::Shards(ShardSet::one(shard));
-    route.reasons.push(format!("hint: shard {shard}"));
+    route.reasons.add(|| format!("hint: shard {shard}"));
     Ok(route)
 }
 
@@ -223,7 +251,7 @@ fn by_key_hint(
     let value = rule.key_type.parse_text(key.as_bytes()).map_err(|e| bad(e.to_string()))?;
     let shard = rule.function.shard_of(&value).map_err(|e| bad(e.to_string()))?;
     route.target = Target::Shards(ShardSet::one(shard));
-    route.reasons.push(format!("hint: sharding key {key} of {} → shard {shard}", rule.name));
+    route.reasons.add(|| format!("hint: sharding key {key} of {} → shard {shard}", rule.name));
     Ok(route)
 }
 
@@ -234,7 +262,7 @@ fn statement(
     session: &SessionHints<'_>,
 ) -> Result<StatementRoute, RouteError> {
     let all = ShardSet::all(rules.shard_count);
-    let mut route = flags(stmt, base_route(Target::AnyOf(all)));
+    let mut route = flags(stmt, base_route(Target::AnyOf(all), session.explain));
     let data = matches!(
         stmt.kind(),
         StatementKind::Select { .. }
@@ -256,16 +284,16 @@ fn statement(
             Placement::Schema(s) => {
                 placed = true;
                 shards.insert(s);
-                route.reasons.push(format!("{t}: in sharded schema → shard {s}"));
+                route.reasons.add(|| format!("{t}: in sharded schema → shard {s}"));
             }
             Placement::Unsharded => match rules.unsharded {
                 UnshardedTables::Refuse => return Err(RouteError::Refused { table: t.to_string() }),
                 UnshardedTables::Omnisharded if t.access != Access::Read => {
                     placed = true;
                     shards = shards.union(all);
-                    route.reasons.push(format!("{t}: omnisharded table written → every shard"));
+                    route.reasons.add(|| format!("{t}: omnisharded table written → every shard"));
                 }
-                UnshardedTables::Omnisharded => route.reasons.push(format!("{t}: omnisharded → any shard")),
+                UnshardedTables::Omnisharded => route.reasons.add(|| format!("{t}: omnisharded → any shard")),
             },
             Placement::Sharded(rule) => {
                 placed = true;
@@ -277,12 +305,12 @@ fn statement(
     route.target = match (placed, shards.is_empty()) {
         (false, _) => {
             if tables.is_empty() {
-                route.reasons.push("no tables → any shard".into());
+                route.reasons.add(|| "no tables → any shard".into());
             }
             Target::AnyOf(all)
         }
         (true, true) => {
-            route.reasons.push("no shard can hold matching rows → any one shard answers".into());
+            route.reasons.add(|| "no shard can hold matching rows → any one shard answers".into());
             Target::NoRows
         }
         (true, false) => Target::Shards(shards),
@@ -295,11 +323,11 @@ fn statement(
 fn utility(stmt: &Statement<'_>, mut route: StatementRoute, all: ShardSet) -> StatementRoute {
     match stmt.kind() {
         StatementKind::Show | StatementKind::Other if !stmt.writes() => {
-            route.reasons.push("reads no table → any shard".into());
+            route.reasons.add(|| "reads no table → any shard".into());
         }
         kind => {
             route.target = Target::Shards(all);
-            route.reasons.push(format!("{} goes to every shard", describe_kind(kind)));
+            route.reasons.add(|| format!("{} goes to every shard", describe_kind(kind)));
         }
     }
     route
@@ -346,22 +374,20 @@ fn sharded_table(
         && stmt.updated_columns().any(|c| c == rule.column)
     {
         route.key_update = true;
-        route.reasons.push(format!("{t}: UPDATE assigns key column {} (the row may move)", rule.column));
+        route.reasons.add(|| format!("{t}: UPDATE assigns key column {} (the row may move)", rule.column));
     }
-    let mut notes = Vec::new();
     let cond = match stmt.condition() {
-        Some(c) => keys::key_cond(c, rule, params, only_table, &mut notes),
+        Some(c) => keys::key_cond(c, rule, params, only_table, &mut route.reasons),
         None => KeyCond::Any,
     };
-    route.reasons.append(&mut notes);
     let set = rule.function.shards_for(&cond, rules.shard_count).map_err(no_shard)?;
     if set == ShardSet::all(rules.shard_count) && rules.shard_count > 1 {
         route.missing_key = true;
     }
     if cond.mentions_key() {
-        route.reasons.push(format!("{t}: condition on key {} → shards {set}", rule.column));
+        route.reasons.add(|| format!("{t}: condition on key {} → shards {set}", rule.column));
     } else {
-        route.reasons.push(format!("{t}: no usable condition on key {} → every shard", rule.column));
+        route.reasons.add(|| format!("{t}: no usable condition on key {} → every shard", rule.column));
     }
     Ok(set)
 }
@@ -403,9 +429,11 @@ fn insert_rows(
         shards.insert(shard);
         route.rows.push(shard);
     }
-    route.reasons.push(format!("{t}: {} row(s) by key {} → shards {shards}", route.rows.len(), rule.column));
+    route
+        .reasons
+        .add(|| format!("{t}: {} row(s) by key {} → shards {shards}", route.rows.len(), rule.column));
     if stmt.on_conflict() {
-        route.reasons.push("ON CONFLICT is resolved on each row's shard".into());
+        route.reasons.add(|| "ON CONFLICT is resolved on each row's shard".into());
     }
     Ok(shards)
 }
