@@ -5,7 +5,7 @@ use std::path::Path;
 
 use pgvia::config::{Config, ShardingRules};
 use pgvia::sharding::cli::{route_text, RouteRequest};
-use pgvia::sharding::{plan, Params, RouteError, SessionHints, StatementRoute, Target};
+use pgvia::sharding::{plan, shard_setting, Params, RouteError, SessionHints, StatementRoute, Target};
 use route::{Analyzer, AnalyzerOptions};
 use shard::{KeyType, ShardFunction, ShardSet};
 
@@ -275,6 +275,9 @@ fn hints_and_session_settings() {
     let session = SessionHints { sharding_key: Some("42"), ..explain() };
     let r = f.query_with("SELECT * FROM orders", &session).expect("routes");
     assert_eq!(r.target, Target::Shards(set(&[hash(42)])));
+    assert_eq!(shard_setting(&f.shop, " 2 "), Ok(2));
+    assert_eq!(shard_setting(&f.shop, "4"), Err(RouteError::NoSuchShard { shard: 4, count: 4 }));
+    assert_eq!(shard_setting(&f.shop, "two").map_err(|e| e.sqlstate()), Err("22023"));
     // A comment wins over the session.
     let r = f.query_with("/* pgvia_shard: 0 */ SELECT * FROM orders", &session).expect("routes");
     assert_eq!(r.target, Target::Shards(set(&[0])));
@@ -345,4 +348,26 @@ fn the_route_command() {
     let e = route_text(&path, &RouteRequest { database: None, ..request("SELECT 1", None) })
         .expect_err("two dbs");
     assert!(e.contains("--database"), "{e}");
+}
+
+proptest::proptest! {
+    /// Whatever a client sends (text and Bind values), planning answers or refuses; it never
+    /// panics.
+    #[test]
+    fn planning_never_panics(
+        sql in "(SELECT \\* FROM (orders|users|events|accounts|x) WHERE |INSERT INTO orders \\(customer_id\\) VALUES |UPDATE orders SET customer_id = 1 WHERE )[-a-z0-9_$'(),=<> .:{}]{0,60}",
+        values in proptest::collection::vec(proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 0..20)), 0..4),
+        binary in proptest::bool::ANY,
+    ) {
+        let f = fixture();
+        let oids = [20u32, 2950, 1016, 1082];
+        let analysis = f.analyzer.analyze(&sql, &oids[..values.len()]);
+        let values: Vec<Option<&[u8]>> = values.iter().map(|v| v.as_deref()).collect();
+        let formats: &[i16] = if binary { &[1] } else { &[] };
+        let _ = plan(&f.shop, &analysis, &Params::Bind { formats, values: &values }, &explain());
+        let ranges = route::constants(&sql);
+        let mut scratch = String::new();
+        let analysis = f.analyzer.analyze_query(&sql, &mut scratch);
+        let _ = plan(&f.shop, &analysis, &Params::Constants { sql: &sql, ranges: &ranges }, &explain());
+    }
 }

@@ -153,6 +153,17 @@ fn placement<'r>(rules: &'r ShardingRules, t: &TableRef<'_>, search_path: &[Stri
     }
 }
 
+/// The value of `SET pgvia.shard`: a shard number of this database.
+pub fn shard_setting(rules: &ShardingRules, value: &str) -> Result<ShardId, RouteError> {
+    let bad =
+        || RouteError::BadHintKey { value: value.to_owned(), why: "pgvia.shard takes a shard number".into() };
+    let shard: ShardId = value.trim().parse().map_err(|_| bad())?;
+    if shard >= rules.shard_count {
+        return Err(RouteError::NoSuchShard { shard, count: rules.shard_count });
+    }
+    Ok(shard)
+}
+
 /// Routes every statement of `analysis`.
 pub fn plan(
     rules: &ShardingRules,
