@@ -197,13 +197,11 @@ impl ServerConn {
         }
     }
 
-    async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
-        let stream = TcpStream::connect((addr.host.as_str(), addr.port))
-            .await
-            .map_err(|source| ServerError::Connect { addr: addr.display(), source })?;
-        crate::net::stream::tune(&stream);
+    /// A connection over `stream` that has said nothing yet (connecting fills in the rest).
+    /// Tests of the exchange use it to play the server's part with scripted frames.
+    pub(crate) fn over(stream: TcpStream, max_frame: usize) -> std::io::Result<Self> {
         let peer = stream.peer_addr()?;
-        let mut conn = ServerConn {
+        Ok(ServerConn {
             stream,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             key: BackendKey { process_id: 0, secret: Bytes::new() },
@@ -221,7 +219,15 @@ impl ServerConn {
             cancels: Arc::default(),
             statements: ServerStatements::default(),
             first_request: FirstRequest::Answered,
-        };
+        })
+    }
+
+    async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
+        let stream = TcpStream::connect((addr.host.as_str(), addr.port))
+            .await
+            .map_err(|source| ServerError::Connect { addr: addr.display(), source })?;
+        crate::net::stream::tune(&stream);
+        let mut conn = Self::over(stream, max_frame)?;
         let mut out = BytesMut::with_capacity(256);
         // No application_name: a client that sets none must see the empty default, as it
         // would connected directly.
@@ -410,10 +416,10 @@ impl ServerConn {
     }
 
     /// Applies the outcome of settled requests to the statement bookkeeping (see
-    /// [`crate::prepared::settle`]).
+    /// [`super::forward::settle`]).
     pub fn settle_statements(&mut self, client: Option<&mut crate::prepared::ClientStatements>) {
         if self.tracker.has_finished() {
-            crate::prepared::settle(self.tracker.take_finished(), &mut self.statements, client);
+            super::forward::settle(self.tracker.take_finished(), &mut self.statements, client);
         }
     }
 
