@@ -445,15 +445,13 @@ impl Database {
         self.dbname.as_deref().unwrap_or(&self.name)
     }
 
-    /// The database's one server (`host`/`port`), the first of `servers` or of the first
-    /// shard: where
+    /// The database's one server (`host`/`port`) or the first of `servers`: where
     /// `/health` probes and `SHOW DATABASES` points.
     pub fn first_server(&self) -> (&str, u16) {
-        if let Some(shard) = self.shards.first() {
-            return match shard.servers.first() {
-                Some(s) => (&s.host, s.port),
-                None => (shard.host.as_deref().unwrap_or_default(), shard.port),
-            };
+        // A sharded database has no server of its own: none is named here, so nothing that
+        // pools by this address can reach a shard and serve it as if it were the database.
+        if self.is_sharded() {
+            return ("", self.port);
         }
         match self.servers.first() {
             Some(s) => (&s.host, s.port),
