@@ -174,3 +174,36 @@ unsharded_tables = "refuse"
         ]
     );
 }
+
+#[test]
+fn the_binary_explains_and_refuses_to_serve_a_sharded_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("pgvia.toml");
+    let text = format!(
+        "{USERS}[[databases]]\nname = \"shop\"\n[[databases.shards]]\nhost = \"127.0.0.1\"\n\
+         [[databases.shards]]\nhost = \"127.0.0.2\"\n[[databases.sharded_tables]]\nname = \"orders\"\ncolumn = \"id\"\ntype = \"bigint\"\n"
+    );
+    std::fs::write(&path, text).expect("write");
+    let bin = env!("CARGO_BIN_EXE_pgvia");
+    let out = std::process::Command::new(bin).arg("--config").arg(&path).output().expect("run pgvia");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("database \"shop\" is sharded"), "{stderr}");
+    let out = std::process::Command::new(bin)
+        .args(["route", "--config"])
+        .arg(&path)
+        .args(["--types", "20", "--param", "NULL", "SELECT * FROM orders WHERE id = $1 OR id = 5"])
+        .output()
+        .expect("run pgvia route");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("statement 1: shards {"), "{stdout}");
+    let out = std::process::Command::new(bin)
+        .args(["route", "--config"])
+        .arg(&path)
+        .arg("SELECT * FROM customers")
+        .output()
+        .expect("run pgvia route");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ERROR 0A000: table customers is not sharded"));
+}
