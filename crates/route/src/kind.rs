@@ -22,6 +22,8 @@ pub(crate) struct Head {
     pub name: Option<Span>,
     pub value: Option<Span>,
     pub insert: Option<InsertData>,
+    /// `INSERT ... ON CONFLICT`.
+    pub on_conflict: bool,
     /// Replaces the walk's verdict when set.
     pub writes: Option<bool>,
 }
@@ -48,6 +50,8 @@ impl<'t> Walker<'t, '_> {
         let t0 = self.s.tables.len();
         let e0 = self.s.effects.len();
         let p0 = self.s.preds.len();
+        let k0 = self.s.conds.len();
+        self.set_columns = None;
         self.want_predicates = true;
         let head = self.classify(node)?;
         self.want_predicates = false;
@@ -65,6 +69,9 @@ impl<'t> Walker<'t, '_> {
             tables: range(t0, self.s.tables.len()),
             effects: range(e0, self.s.effects.len()),
             preds: range(p0, self.s.preds.len()),
+            conds: range(k0, self.s.conds.len()),
+            set_columns: self.set_columns.take().unwrap_or_default(),
+            on_conflict: head.on_conflict,
             insert: head.insert,
         });
         Ok(())
@@ -87,7 +94,8 @@ impl<'t> Walker<'t, '_> {
                 self.insert(s)?;
                 let insert = self.insert_values(s);
                 let returning = s.returning_clause().is_some_and(|r| !r.exprs().is_empty());
-                Head { insert, ..Head::kind(K::Insert { returning }) }
+                let on_conflict = s.on_conflict_clause().is_some();
+                Head { insert, on_conflict, ..Head::kind(K::Insert { returning }) }
             }
             Node::UpdateStmt(s) => {
                 self.update(s)?;
