@@ -440,6 +440,27 @@ pub struct Database {
 }
 
 impl Database {
+    /// Whether this database is spread over shards.
+    pub fn is_sharded(&self) -> bool {
+        !self.shards.is_empty()
+    }
+
+    /// The compiled sharding rules, or every problem with them as `(key path, message)`
+    /// (`db_index` is this database's position, for the paths). `Ok(None)` for a database
+    /// that is not sharded.
+    pub fn sharding_rules(
+        &self,
+        db_index: usize,
+    ) -> Result<Option<super::sharding::ShardingRules>, Vec<(String, String)>> {
+        super::sharding::ShardingKeys {
+            shards: &self.shards,
+            sharded_tables: &self.sharded_tables,
+            sharded_schemas: &self.sharded_schemas,
+            unsharded_tables: self.unsharded_tables,
+        }
+        .rules(db_index)
+    }
+
     /// The database name to send to the server.
     pub fn server_dbname(&self) -> &str {
         self.dbname.as_deref().unwrap_or(&self.name)

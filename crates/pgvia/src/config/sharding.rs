@@ -1,7 +1,7 @@
 //! The keys of a sharded database: its shards in order, its sharded tables (key column, type
 //! and function), its sharded schemas, and what happens to tables it does not list.
 //!
-//! The values live on [`Database`](super::Database) (see `routing.rs` for why); the types,
+//! The values live on [`Database`](super::Database), which hands them here as [`ShardingKeys`]; the types,
 //! their checks and the compiled form the shard planner runs on are here. Checking and
 //! compiling are one function, so a configuration that validates always compiles.
 
@@ -11,7 +11,6 @@ use std::fmt;
 use serde::Deserialize;
 use shard::{KeyType, RangeRule, SchemaShards, ShardFunction, ShardId, Value, MAX_SHARDS};
 
-use super::model::Database;
 use super::routing::{ServerEntry, ServerRole};
 use super::values;
 
@@ -202,16 +201,16 @@ impl ShardingRules {
     }
 }
 
-impl Database {
-    /// Whether this database is spread over shards.
-    pub fn is_sharded(&self) -> bool {
-        !self.shards.is_empty()
-    }
+/// The sharding keys of one `[[databases]]` entry, as the file gave them.
+pub struct ShardingKeys<'a> {
+    pub shards: &'a [ShardEntry],
+    pub sharded_tables: &'a [ShardedTable],
+    pub sharded_schemas: &'a [ShardedSchema],
+    pub unsharded_tables: Option<UnshardedTables>,
+}
 
-    /// The compiled sharding rules, or every problem with them as `(key path, message)`
-    /// (`db_index` is this database's position, for the paths). `Ok(None)` for a database
-    /// that is not sharded.
-    pub fn sharding_rules(&self, db_index: usize) -> Result<Option<ShardingRules>, Vec<(String, String)>> {
+impl ShardingKeys<'_> {
+    pub fn rules(&self, db_index: usize) -> Result<Option<ShardingRules>, Vec<(String, String)>> {
         let mut problems = Vec::new();
         let at = |key: String| format!("databases[{db_index}].{key}");
         let count = self.shards.len();
