@@ -3,11 +3,10 @@
 //! Utility statements are dispatched on their node type and read field by field; only DML
 //! and expressions are walked (see [`crate::walk`]).
 
-use pg_raw_parse::nodes::{CopyStmt, DiscardMode, ExplainStmt, GrantTargetType, ObjectType};
+use pg_raw_parse::nodes::{CopyStmt, DefElem, DiscardMode, ExplainStmt, GrantTargetType, ObjectType};
 use pg_raw_parse::raw::{NodeTag, CURSOR_OPT_HOLD};
-use pg_raw_parse::Node;
+use pg_raw_parse::{ConstValue, Node};
 
-use crate::control::def_true;
 use crate::model::{Access, CopyDirection, DiscardTarget, StatementKind};
 use crate::scratch::range;
 use crate::store::{EffectData, InsertData, Span, StmtData};
@@ -395,5 +394,27 @@ impl<'t> Walker<'t, '_> {
             self.s.tables.push(crate::store::TableData { schema, name, access: Access::Write });
         }
         Ok(())
+    }
+}
+
+/// A boolean option the way PostgreSQL's `defGetBoolean` reads it; anything unreadable
+/// counts as true, the conservative reading for `EXPLAIN (ANALYZE ...)`.
+pub(crate) fn def_true(d: &DefElem) -> bool {
+    // EXPLAIN's options carry bare values; BEGIN's carry constants.
+    let value = match d.arg() {
+        Node::None => return true,
+        Node::A_Const(c) => c.val(),
+        Node::Integer(i) => Some(ConstValue::Integer(i.ival)),
+        Node::Boolean(b) => Some(ConstValue::Boolean(b.boolval)),
+        Node::String(s) => s.sval().map(ConstValue::String),
+        _ => None,
+    };
+    match value {
+        Some(ConstValue::Integer(i)) => i != 0,
+        Some(ConstValue::Boolean(b)) => b,
+        Some(ConstValue::String(s)) => {
+            !["false", "off", "no", "0", "f", "n", "of"].iter().any(|f| s.eq_ignore_ascii_case(f))
+        }
+        _ => true,
     }
 }
