@@ -2,7 +2,8 @@
 //!
 //! Folders follow concerns: `net` (sockets, TLS), `session` (one client), `server` (one
 //! PostgreSQL connection), `pool` (sharing servers), `prepared` (statements that follow clients
-//! across servers), `notify` (LISTEN/NOTIFY fan-out), `auth`, `config`, `cancel`; `app` holds
+//! across servers), `notify` (LISTEN/NOTIFY fan-out), `auth`, `config`, `cancel`; `sharding` (which shards a statement goes to, as a pure function);
+//! `app` holds
 //! what they share and `proxy` runs the accept loop. `import` converts PgBouncer's configuration.
 
 pub mod admin;
@@ -24,6 +25,7 @@ pub mod reload;
 pub mod routing;
 pub mod server;
 pub mod session;
+pub mod sharding;
 pub mod stats;
 
 pub use proxy::Proxy;

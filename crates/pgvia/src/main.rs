@@ -31,6 +31,23 @@ enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// Print which shards a statement goes to and why, from the configuration alone.
+    Route {
+        /// The statement (a simple query, or with --param an extended-protocol one).
+        sql: String,
+        /// The sharded database; default: the only one.
+        #[arg(long, short)]
+        database: Option<String>,
+        /// A parameter value ($1, $2, ... in order) in text format; `NULL` for NULL.
+        #[arg(long = "param", short)]
+        params: Vec<String>,
+        /// Parameter type oids as a Parse declares them, comma-separated (20 = bigint).
+        #[arg(long, value_delimiter = ',')]
+        types: Vec<u32>,
+        /// The session's search_path.
+        #[arg(long, default_value = "\"$user\", public")]
+        search_path: String,
+    },
 }
 
 /// Exit code for a configuration pgvia refuses to start with.
@@ -43,6 +60,17 @@ fn main() -> ExitCode {
         Some(Command::ImportPgbouncer { ini, userlist, output }) => {
             return pgvia::import::command(ini, userlist.as_deref(), output.as_deref());
         }
+        Some(Command::Route { sql, database, params, types, search_path }) => {
+            let request = pgvia::sharding::cli::RouteRequest {
+                database: database.clone(),
+                params: (!params.is_empty() || !types.is_empty())
+                    .then(|| params.iter().map(|p| (p != "NULL").then(|| p.clone())).collect()),
+                param_types: types.clone(),
+                search_path: search_path.clone(),
+                sql: sql.clone(),
+            };
+            return pgvia::sharding::cli::command(&cli.config, &request);
+        }
         None => {}
     }
     let config = match Config::load(&cli.config) {
@@ -52,6 +80,16 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BAD_CONFIG);
         }
     };
+    if let Some(db) = config.databases.iter().find(|d| d.is_sharded()) {
+        // Routing by shard lands with the session that holds a server per shard; until then a
+        // sharded database must not be served as if it were one server.
+        eprintln!(
+            "pgvia: refusing to start: database {:?} is sharded, and serving sharded databases is not built yet \
+             (use `pgvia route` to see how its statements would be routed)",
+            db.name
+        );
+        return ExitCode::from(EXIT_BAD_CONFIG);
+    }
     pgvia::logging::init(&config.general.log_level, config.general.log_format);
     pgvia::fdlimit::raise_and_log(&config);
     let runtime = match pgvia::app::runtime(&config) {

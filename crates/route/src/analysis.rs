@@ -4,8 +4,8 @@ use std::fmt;
 use std::ops::Range;
 
 use crate::model::{Access, DiscardTarget, LockOp, LockScope, Outcome, PredicateOp, Role, StatementKind};
+use crate::store::{CondData, Entry, HintData, InsertData, PredData, Range32, Span, StmtData, ValueData};
 use crate::store::{EffectData, TableData};
-use crate::store::{Entry, HintData, InsertData, PredData, Range32, Span, StmtData, ValueData};
 
 /// What pgvia knows about a query string: per statement, its kind, whether it writes, the
 /// session state it changes, the tables it touches and the equality predicates and inserted
@@ -214,7 +214,7 @@ impl<'a> Statement<'a> {
 
     /// The object the statement names: the parameter of `SET`/`RESET`/`SHOW`, the channel
     /// of `LISTEN`/`UNLISTEN`/`NOTIFY`, the prepared statement of `PREPARE`/`EXECUTE`/
-    /// `DEALLOCATE`, the cursor of `DECLARE`/`FETCH`/`CLOSE`, the savepoint, or the gid of a
+    /// `DEALLOCATE` (and of `EXPLAIN EXECUTE`, `CREATE TABLE ... AS EXECUTE`), the cursor of `DECLARE`/`FETCH`/`CLOSE`, the savepoint, or the gid of a
     /// two-phase command. `None` for `RESET ALL`, `UNLISTEN *`, `DEALLOCATE ALL`, ...
     pub fn name(&self) -> Option<&'a str> {
         self.data.name.map(|s| self.analysis.str(s))
@@ -254,6 +254,27 @@ impl<'a> Statement<'a> {
             Entry::Pred(p) => Some(Predicate { analysis: a, data: p }),
             _ => None,
         })
+    }
+
+    /// The statement's own `WHERE` clause as a condition tree, for shard routing; `None`
+    /// when it has none (or is not a `SELECT`, `UPDATE` or `DELETE`).
+    pub fn condition(&self) -> Option<Condition<'a>> {
+        let start = self.data.conds.start as usize;
+        (!self.data.conds.usize().is_empty()).then(|| Condition::at(self.analysis, start))
+    }
+
+    /// For `UPDATE`: the columns its `SET` clause assigns.
+    pub fn updated_columns(&self) -> impl ExactSizeIterator<Item = &'a str> + 'a {
+        let a = self.analysis;
+        a.entries[self.data.set_columns.usize()].iter().map(move |e| match e {
+            Entry::Column(s) => a.str(*s),
+            _ => "",
+        })
+    }
+
+    /// For `INSERT`: whether it has an `ON CONFLICT` clause.
+    pub fn on_conflict(&self) -> bool {
+        self.data.on_conflict
     }
 
     /// For `INSERT ... VALUES`: the inserted values by column.
@@ -395,7 +416,8 @@ pub enum Value<'a> {
     Expression,
 }
 
-/// `column = value`, `column IN (...)` or `column = ANY(...)` from a `WHERE` clause.
+/// `column = value`, `column IN (...)`, `column = ANY(...)` or a range comparison from a
+/// `WHERE` clause.
 #[derive(Clone, Copy)]
 pub struct Predicate<'a> {
     analysis: &'a Analysis,
@@ -436,6 +458,78 @@ impl fmt::Debug for Predicate<'_> {
             .finish()
     }
 }
+
+/// A node of a `WHERE` clause's condition tree.
+#[derive(Clone, Copy)]
+pub enum Condition<'a> {
+    /// All of the children hold.
+    And(Children<'a>),
+    /// At least one child holds.
+    Or(Children<'a>),
+    /// A comparison of a column with constants or parameters (any [`PredicateOp`]).
+    Predicate(Predicate<'a>),
+    /// Something routing cannot read: `NOT`, `IS NULL`, a function call, a subquery, a
+    /// comparison of two columns... It may hold for any row.
+    Unknown,
+}
+
+impl<'a> Condition<'a> {
+    fn at(a: &'a Analysis, index: usize) -> Condition<'a> {
+        match a.entries.get(index) {
+            Some(Entry::Cond(CondData::And { children, .. })) => {
+                Condition::And(Children { analysis: a, next: index + 1, left: *children })
+            }
+            Some(Entry::Cond(CondData::Or { children, .. })) => {
+                Condition::Or(Children { analysis: a, next: index + 1, left: *children })
+            }
+            Some(Entry::Cond(CondData::Leaf(data))) => Condition::Predicate(Predicate { analysis: a, data }),
+            _ => Condition::Unknown,
+        }
+    }
+}
+
+impl fmt::Debug for Condition<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Condition::And(c) => f.debug_tuple("And").field(&c.collect::<Vec<_>>()).finish(),
+            Condition::Or(c) => f.debug_tuple("Or").field(&c.collect::<Vec<_>>()).finish(),
+            Condition::Predicate(p) => p.fmt(f),
+            Condition::Unknown => f.write_str("Unknown"),
+        }
+    }
+}
+
+/// The children of an `AND` or `OR`, in the order written.
+#[derive(Clone, Copy)]
+pub struct Children<'a> {
+    analysis: &'a Analysis,
+    next: usize,
+    left: u32,
+}
+
+impl<'a> Iterator for Children<'a> {
+    type Item = Condition<'a>;
+
+    fn next(&mut self) -> Option<Condition<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let here = self.next;
+        let len = match self.analysis.entries.get(here) {
+            Some(Entry::Cond(c)) => c.len() as usize,
+            _ => 1,
+        };
+        self.next = here + len.max(1);
+        Some(Condition::at(self.analysis, here))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl ExactSizeIterator for Children<'_> {}
 
 /// The rows of an `INSERT ... VALUES`.
 #[derive(Clone, Copy)]

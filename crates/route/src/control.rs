@@ -5,7 +5,7 @@ use pg_raw_parse::nodes::{DefElem, TransactionStmt, TransactionStmtKind, Variabl
 use pg_raw_parse::{ConstValue, Node};
 
 use crate::functions::{const_text, itoa_buf, ConstText};
-use crate::kind::Head;
+use crate::kind::{def_true, Head};
 use crate::model::{IsolationLevel, SetScope, StatementKind, TransactionOptions};
 use crate::store::{EffectData, Span};
 use crate::walk::Walker;
@@ -131,26 +131,4 @@ fn transaction_options<'a>(opts: impl Iterator<Item = &'a DefElem>) -> Transacti
         }
     }
     out
-}
-
-/// A boolean option the way PostgreSQL's `defGetBoolean` reads it; anything unreadable
-/// counts as true, the conservative reading for `EXPLAIN (ANALYZE ...)`.
-pub(crate) fn def_true(d: &DefElem) -> bool {
-    // EXPLAIN's options carry bare values; BEGIN's carry constants.
-    let value = match d.arg() {
-        Node::None => return true,
-        Node::A_Const(c) => c.val(),
-        Node::Integer(i) => Some(ConstValue::Integer(i.ival)),
-        Node::Boolean(b) => Some(ConstValue::Boolean(b.boolval)),
-        Node::String(s) => s.sval().map(ConstValue::String),
-        _ => None,
-    };
-    match value {
-        Some(ConstValue::Integer(i)) => i != 0,
-        Some(ConstValue::Boolean(b)) => b,
-        Some(ConstValue::String(s)) => {
-            !["false", "off", "no", "0", "f", "n", "of"].iter().any(|f| s.eq_ignore_ascii_case(f))
-        }
-        _ => true,
-    }
 }

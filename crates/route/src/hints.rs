@@ -30,6 +30,15 @@ pub(crate) fn scan(text: &str, s: &mut Scratch) -> HintData {
         let Some(rest) = body.strip_prefix(MARKER) else {
             return;
         };
+        // The one-key forms other sharding proxies use: `pgvia_shard: 2`,
+        // `pgvia_sharding_key: 42`.
+        for (form, key) in [("_sharding_key", "shard_key"), ("_shard", "shard")] {
+            if let Some(value) = rest.strip_prefix(form).and_then(|r| r.trim_start().strip_prefix(':')) {
+                let (value, _) = read_value(value.trim());
+                apply_one(key, value, &mut hints, s);
+                return;
+            }
+        }
         let Some(rest) = rest.trim_start().strip_prefix(':') else {
             return;
         };
@@ -55,23 +64,28 @@ fn apply(mut rest: &str, hints: &mut HintData, s: &mut Scratch) {
         };
         let (value, after) = read_value(after_eq.trim_start());
         rest = after;
-        match key.to_ascii_lowercase().as_str() {
-            "role" => match value.to_ascii_lowercase().as_str() {
-                "primary" => hints.role = hints.role.or(Some(Role::Primary)),
-                "replica" => hints.role = hints.role.or(Some(Role::Replica)),
-                _ => hints.unrecognized = true,
-            },
-            "shard" => match value.parse::<u32>() {
-                Ok(n) => hints.shard = hints.shard.or(Some(n)),
-                Err(_) => hints.unrecognized = true,
-            },
-            "shard_key" => {
-                if hints.shard_key.is_none() {
-                    hints.shard_key = Some(s.intern(value));
-                }
-            }
+        apply_one(key, value, hints, s);
+    }
+}
+
+/// One `key=value`; the first value given for a key wins.
+fn apply_one(key: &str, value: &str, hints: &mut HintData, s: &mut Scratch) {
+    match key.to_ascii_lowercase().as_str() {
+        "role" => match value.to_ascii_lowercase().as_str() {
+            "primary" => hints.role = hints.role.or(Some(Role::Primary)),
+            "replica" => hints.role = hints.role.or(Some(Role::Replica)),
             _ => hints.unrecognized = true,
+        },
+        "shard" => match value.parse::<u32>() {
+            Ok(n) => hints.shard = hints.shard.or(Some(n)),
+            Err(_) => hints.unrecognized = true,
+        },
+        "shard_key" => {
+            if hints.shard_key.is_none() {
+                hints.shard_key = Some(s.intern(value));
+            }
         }
+        _ => hints.unrecognized = true,
     }
 }
 
@@ -234,5 +248,12 @@ mod tests {
 
         let (h, _) = hints("/* pgvia: role=replica */ /* pgvia: role=primary */ SELECT 1");
         assert_eq!(h.role, Some(Role::Replica));
+
+        let (h, s) = hints("/* pgvia_shard: 2 */ SELECT 1 /* pgvia_sharding_key: 'a b' */");
+        assert_eq!((h.shard, h.shard_key.map(|k| s.str(k))), (Some(2), Some("a b")));
+        let (h, s) = hints("-- pgvia_sharding_key : 42\nSELECT 1");
+        assert_eq!((h.shard, h.shard_key.map(|k| s.str(k)), h.unrecognized), (None, Some("42"), false));
+        let (h, _) = hints("/* pgvia_shard: two */ SELECT 1");
+        assert_eq!((h.shard, h.unrecognized), (None, true));
     }
 }

@@ -3,11 +3,10 @@
 //! Utility statements are dispatched on their node type and read field by field; only DML
 //! and expressions are walked (see [`crate::walk`]).
 
-use pg_raw_parse::nodes::{CopyStmt, DiscardMode, ExplainStmt, GrantTargetType, ObjectType};
+use pg_raw_parse::nodes::{CopyStmt, DefElem, DiscardMode, ExplainStmt, GrantTargetType, ObjectType};
 use pg_raw_parse::raw::{NodeTag, CURSOR_OPT_HOLD};
-use pg_raw_parse::Node;
+use pg_raw_parse::{ConstValue, Node};
 
-use crate::control::def_true;
 use crate::model::{Access, CopyDirection, DiscardTarget, StatementKind};
 use crate::scratch::range;
 use crate::store::{EffectData, InsertData, Span, StmtData};
@@ -22,6 +21,8 @@ pub(crate) struct Head {
     pub name: Option<Span>,
     pub value: Option<Span>,
     pub insert: Option<InsertData>,
+    /// `INSERT ... ON CONFLICT`.
+    pub on_conflict: bool,
     /// Replaces the walk's verdict when set.
     pub writes: Option<bool>,
 }
@@ -48,6 +49,8 @@ impl<'t> Walker<'t, '_> {
         let t0 = self.s.tables.len();
         let e0 = self.s.effects.len();
         let p0 = self.s.preds.len();
+        let k0 = self.s.conds.len();
+        self.set_columns = None;
         self.want_predicates = true;
         let head = self.classify(node)?;
         self.want_predicates = false;
@@ -65,6 +68,9 @@ impl<'t> Walker<'t, '_> {
             tables: range(t0, self.s.tables.len()),
             effects: range(e0, self.s.effects.len()),
             preds: range(p0, self.s.preds.len()),
+            conds: range(k0, self.s.conds.len()),
+            set_columns: self.set_columns.take().unwrap_or_default(),
+            on_conflict: head.on_conflict,
             insert: head.insert,
         });
         Ok(())
@@ -87,7 +93,8 @@ impl<'t> Walker<'t, '_> {
                 self.insert(s)?;
                 let insert = self.insert_values(s);
                 let returning = s.returning_clause().is_some_and(|r| !r.exprs().is_empty());
-                Head { insert, ..Head::kind(K::Insert { returning }) }
+                let on_conflict = s.on_conflict_clause().is_some();
+                Head { insert, on_conflict, ..Head::kind(K::Insert { returning }) }
             }
             Node::UpdateStmt(s) => {
                 self.update(s)?;
@@ -220,7 +227,19 @@ impl<'t> Walker<'t, '_> {
             }
             other => {
                 self.ddl(other)?;
-                Head::kind(match other {
+                // `CREATE TABLE ... AS EXECUTE name` names a prepared statement.
+                let name = match other {
+                    Node::CreateTableAsStmt(c) => match c.query() {
+                        Node::ExecuteStmt(e) => {
+                            // What the prepared statement does is not visible here.
+                            self.s.hidden_effects = true;
+                            self.opt(e.name())
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let head = Head::kind(match other {
                     Node::CreateStmt(c) => {
                         K::CreateTable { temporary: c.relation().is_some_and(is_temp), as_select: false }
                     }
@@ -230,7 +249,8 @@ impl<'t> Walker<'t, '_> {
                     },
                     _ => K::Ddl,
                 })
-                .writes(true)
+                .writes(true);
+                Head { name, ..head }
             }
         })
     }
@@ -267,7 +287,10 @@ impl<'t> Walker<'t, '_> {
         let analyze = e.options().iter().any(|o| o.defname() == Some("analyze") && def_true(o));
         let e0 = self.s.effects.len();
         let inner = self.nested(|w| w.inner(e.query()))?;
-        let mut head = Head { target: inner.kind, ..Head::kind(StatementKind::Explain { analyze }) };
+        // `EXPLAIN EXECUTE name` names a prepared statement, which a proxy that renames
+        // statements must find.
+        let name = if inner.kind == Some(StatementKind::Execute) { inner.name } else { None };
+        let mut head = Head { target: inner.kind, name, ..Head::kind(StatementKind::Explain { analyze }) };
         if analyze {
             head.writes = inner.writes;
         } else {
@@ -371,5 +394,27 @@ impl<'t> Walker<'t, '_> {
             self.s.tables.push(crate::store::TableData { schema, name, access: Access::Write });
         }
         Ok(())
+    }
+}
+
+/// A boolean option the way PostgreSQL's `defGetBoolean` reads it; anything unreadable
+/// counts as true, the conservative reading for `EXPLAIN (ANALYZE ...)`.
+pub(crate) fn def_true(d: &DefElem) -> bool {
+    // EXPLAIN's options carry bare values; BEGIN's carry constants.
+    let value = match d.arg() {
+        Node::None => return true,
+        Node::A_Const(c) => c.val(),
+        Node::Integer(i) => Some(ConstValue::Integer(i.ival)),
+        Node::Boolean(b) => Some(ConstValue::Boolean(b.boolval)),
+        Node::String(s) => s.sval().map(ConstValue::String),
+        _ => None,
+    };
+    match value {
+        Some(ConstValue::Integer(i)) => i != 0,
+        Some(ConstValue::Boolean(b)) => b,
+        Some(ConstValue::String(s)) => {
+            !["false", "off", "no", "0", "f", "n", "of"].iter().any(|f| s.eq_ignore_ascii_case(f))
+        }
+        _ => true,
     }
 }

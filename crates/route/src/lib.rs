@@ -3,7 +3,8 @@
 //! [`Analyzer::analyze`] turns query text (and, for a Parse message, its parameter types)
 //! into an immutable, shareable [`Analysis`]: per statement its [kind](StatementKind),
 //! whether it must run on the primary, the [session state](SessionEffect) it changes, the
-//! [tables](TableRef) it touches, the [equality predicates](Predicate) and
+//! [tables](TableRef) it touches, the [equality predicates](Predicate), the
+//! `WHERE` clause as a [condition tree](Condition) and
 //! [inserted values](InsertValues) shard routing needs; and [comment hints](Hints).
 //!
 //! The parser is libpg_query's raw parse tree, read in place through `pg_raw_parse` (no
@@ -48,12 +49,15 @@ mod options;
 mod predicates;
 mod scratch;
 mod shape;
+mod shard_keys;
 mod stats;
 mod store;
 mod tag;
 mod walk;
 
-pub use analysis::{Analysis, Hints, InsertValues, Predicate, SessionEffect, Statement, TableRef, Value};
+pub use analysis::{
+    Analysis, Children, Condition, Hints, InsertValues, Predicate, SessionEffect, Statement, TableRef, Value,
+};
 pub use analyzer::Analyzer;
 pub use model::{
     Access, CopyDirection, DiscardTarget, IsolationLevel, LockOp, LockScope, Outcome, PredicateOp, Role,

@@ -223,6 +223,14 @@ pub enum PredicateOp {
     In,
     /// `column = ANY(value)` where the value is one array (typically `$1`).
     AnyArray,
+    /// `column < value` (or `value > column`).
+    Less,
+    /// `column <= value`, and the upper half of `BETWEEN`.
+    LessEq,
+    /// `column > value`.
+    Greater,
+    /// `column >= value`, and the lower half of `BETWEEN`.
+    GreaterEq,
 }
 
 /// Where a hint asks the query to run.

@@ -7,13 +7,12 @@
 
 use pg_raw_parse::const_val::ConstValue;
 use pg_raw_parse::list::NodeList;
-use pg_raw_parse::nodes::{A_Expr, A_Expr_Kind, BoolExprType, ColumnRef, InsertStmt, RangeVar, TypeName};
+use pg_raw_parse::nodes::{ColumnRef, InsertStmt, RangeVar, TypeName};
 use pg_raw_parse::Node;
 
-use crate::model::PredicateOp;
 use crate::scratch::range;
-use crate::store::{InsertData, PredData, Span, ValueData};
-use crate::walk::{Walker, W};
+use crate::store::{InsertData, Span, ValueData};
+use crate::walk::Walker;
 
 /// The relations a `WHERE` clause can name columns of: the statement's target (for
 /// `UPDATE`/`DELETE`) and its top-level `FROM`/`USING` items.
@@ -154,21 +153,21 @@ fn builtin_type_oid(t: &TypeName) -> u32 {
     }
 }
 
-/// `=` or `pg_catalog.=`.
-fn is_equals(name: &NodeList) -> bool {
+/// The operator of an `A_Expr`, `=` or `pg_catalog.=` alike; `None` for other schemas.
+pub(crate) fn operator(name: &NodeList) -> Option<&str> {
     let mut parts = name.iter().filter_map(|n| n.as_str());
-    matches!(
-        (parts.next(), parts.next(), parts.next()),
-        (Some("="), None, None) | (Some("pg_catalog"), Some("="), None)
-    )
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(op), None, None) | (Some("pg_catalog"), Some(op), None) => Some(op),
+        _ => None,
+    }
 }
 
 /// `(schema, table)` qualifying a column, when the query wrote one.
-type Qualifier<'t> = Option<(Option<&'t str>, &'t str)>;
+pub(crate) type Qualifier<'t> = Option<(Option<&'t str>, &'t str)>;
 
 /// `(schema, table qualifier, column)` of a column reference; `None` for `t.*` and for
 /// references into composite values.
-fn column_parts<'t>(c: &'t ColumnRef) -> Option<(Qualifier<'t>, &'t str)> {
+pub(crate) fn column_parts<'t>(c: &'t ColumnRef) -> Option<(Qualifier<'t>, &'t str)> {
     let mut parts: [Option<&'t str>; 3] = [None; 3];
     let mut n = 0;
     for f in c.fields() {
@@ -220,7 +219,7 @@ impl<'t> Walker<'t, '_> {
     }
 
     /// Reserves room for `n` more values, or marks the statement truncated.
-    fn room_for(&mut self, n: usize) -> bool {
+    pub(crate) fn room_for(&mut self, n: usize) -> bool {
         if self.s.values.len() + n > self.limits.max_values {
             self.truncated = true;
             false
@@ -229,71 +228,8 @@ impl<'t> Walker<'t, '_> {
         }
     }
 
-    /// Records the equality predicates of a `WHERE` clause.
-    pub fn where_predicates(&mut self, where_: Node<'t>, scope: FromScope<'t>) -> W {
-        match where_ {
-            Node::BoolExpr(b) if b.boolop == BoolExprType::AND_EXPR => {
-                for arg in b.args() {
-                    self.nested(|w| w.where_predicates(arg, scope))?;
-                }
-                Ok(())
-            }
-            Node::A_Expr(e) => {
-                self.comparison(e, scope);
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
-
-    fn comparison(&mut self, e: &'t A_Expr, scope: FromScope<'t>) {
-        if !is_equals(e.name()) {
-            return;
-        }
-        let (column, other) = match (e.lexpr(), e.rexpr()) {
-            (Node::ColumnRef(c), other) => (c, other),
-            (other, Node::ColumnRef(c)) if e.kind == A_Expr_Kind::AEXPR_OP => (c, other),
-            _ => return,
-        };
-        let Some((qualifier, col)) = column_parts(column) else {
-            return;
-        };
-        let start = self.s.values.len();
-        let op = match (e.kind, other) {
-            (A_Expr_Kind::AEXPR_OP, v) => {
-                if !self.push_values(std::iter::once(v), 1) {
-                    return;
-                }
-                PredicateOp::Equals
-            }
-            (A_Expr_Kind::AEXPR_IN, Node::NodeList(list)) => {
-                if !self.push_values(list.iter(), list.len()) {
-                    return;
-                }
-                PredicateOp::In
-            }
-            (A_Expr_Kind::AEXPR_OP_ANY, Node::A_ArrayExpr(a)) => {
-                if !self.push_values(a.elements().iter(), a.elements().len()) {
-                    return;
-                }
-                PredicateOp::In
-            }
-            (A_Expr_Kind::AEXPR_OP_ANY, v) => {
-                if !self.push_values(std::iter::once(v), 1) {
-                    return;
-                }
-                PredicateOp::AnyArray
-            }
-            _ => return,
-        };
-        let (schema, table) = self.resolve(scope, qualifier);
-        let column = self.s.intern(col);
-        let values = range(start, self.s.values.len());
-        self.s.preds.push(PredData { schema, table, column, op, values });
-    }
-
     /// Appends the values if all are literals or parameters; leaves nothing behind otherwise.
-    fn push_values(&mut self, nodes: impl Iterator<Item = Node<'t>>, n: usize) -> bool {
+    pub(crate) fn push_values(&mut self, nodes: impl Iterator<Item = Node<'t>>, n: usize) -> bool {
         if !self.room_for(n) {
             return false;
         }
@@ -311,7 +247,7 @@ impl<'t> Walker<'t, '_> {
         true
     }
 
-    fn resolve(
+    pub(crate) fn resolve(
         &mut self,
         scope: FromScope<'t>,
         qualifier: Option<(Option<&'t str>, &'t str)>,

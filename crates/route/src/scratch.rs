@@ -10,7 +10,9 @@ use std::cmp::Ordering;
 
 use crate::analysis::Analysis;
 use crate::model::Outcome;
-use crate::store::{EffectData, Entry, HintData, PredData, Range32, Span, StmtData, TableData, ValueData};
+use crate::store::{
+    CondData, EffectData, Entry, HintData, PredData, Range32, Span, StmtData, TableData, ValueData,
+};
 
 /// Scratch buffers larger than this are dropped after use rather than kept per thread, so
 /// one huge query does not pin megabytes in every worker thread forever.
@@ -22,6 +24,7 @@ pub(crate) struct Scratch {
     pub tables: Vec<TableData>,
     pub effects: Vec<EffectData>,
     pub preds: Vec<PredData>,
+    pub conds: Vec<CondData>,
     pub columns: Vec<Span>,
     pub values: Vec<ValueData>,
     pub arena: String,
@@ -57,6 +60,7 @@ impl Scratch {
         self.tables.clear();
         self.effects.clear();
         self.preds.clear();
+        self.conds.clear();
         self.columns.clear();
         self.values.clear();
         self.arena.clear();
@@ -69,6 +73,7 @@ impl Scratch {
             + self.tables.capacity() * size_of::<TableData>()
             + self.effects.capacity() * size_of::<EffectData>()
             + self.preds.capacity() * size_of::<PredData>()
+            + self.conds.capacity() * size_of::<CondData>()
             + self.columns.capacity() * size_of::<Span>()
             + self.values.capacity() * size_of::<ValueData>()
             + self.arena.capacity()
@@ -116,13 +121,14 @@ impl Scratch {
     }
 
     /// Builds the immutable analysis: statements first, then tables, effects, predicates
-    /// and insert columns, each statement's ranges shifted to match.
+    /// conditions and columns, each statement's ranges shifted to match.
     pub fn finish(&mut self, outcome: Outcome, hints: HintData) -> Analysis {
         let n_stmts = self.stmts.len();
         let t_base = n_stmts;
         let e_base = t_base + self.tables.len();
         let p_base = e_base + self.effects.len();
-        let c_base = p_base + self.preds.len();
+        let k_base = p_base + self.preds.len();
+        let c_base = k_base + self.conds.len();
         let total = c_base + self.columns.len();
 
         let mut entries = Vec::with_capacity(total);
@@ -132,6 +138,8 @@ impl Scratch {
             s.tables = s.tables.shifted(t_base);
             s.effects = s.effects.shifted(e_base);
             s.preds = s.preds.shifted(p_base);
+            s.conds = s.conds.shifted(k_base);
+            s.set_columns = s.set_columns.shifted(c_base);
             if let Some(ins) = &mut s.insert {
                 ins.columns = ins.columns.shifted(c_base);
             }
@@ -141,6 +149,7 @@ impl Scratch {
         entries.extend(self.tables.iter().map(|t| Entry::Table(*t)));
         entries.extend(self.effects.iter().map(|e| Entry::Effect(*e)));
         entries.extend(self.preds.iter().map(|p| Entry::Pred(*p)));
+        entries.extend(self.conds.iter().map(|c| Entry::Cond(*c)));
         entries.extend(self.columns.iter().map(|c| Entry::Column(*c)));
 
         Analysis {

@@ -156,6 +156,11 @@ fn scan(sql: &str, mut constant: impl FnMut(Range<usize>)) -> Option<()> {
                     return None;
                 }
                 after_word = true;
+                if starts_operand(&sql[start..i]) {
+                    // `WHERE -3 = id`: the sign belongs to the number, as after `(`.
+                    last = b'(';
+                    continue;
+                }
             }
             _ => {
                 i += 1;
@@ -175,6 +180,28 @@ fn string_constant(range: Range<usize>, after_word: bool, constant: &mut impl Fn
     if !after_word {
         constant(range);
     }
+}
+
+/// Reserved words after which an operand starts, so a `-` that follows is a sign (they
+/// cannot be column names unquoted, so nothing before the `-` can be subtracted from).
+fn starts_operand(word: &str) -> bool {
+    const WORDS: [&str; 14] = [
+        "where",
+        "and",
+        "or",
+        "not",
+        "select",
+        "when",
+        "then",
+        "else",
+        "on",
+        "having",
+        "limit",
+        "offset",
+        "returning",
+        "case",
+    ];
+    word.len() <= 9 && WORDS.iter().any(|w| w.eq_ignore_ascii_case(word))
 }
 
 fn is_word_byte(c: u8) -> bool {
@@ -236,6 +263,7 @@ mod tests {
             ("/* pgvia: role=replica */ SELECT '5'::int -- 7\n", "/* pgvia: role=replica */ SELECT '5'::int -- 7\n"),
             ("SELECT x FROM t WHERE d > DATE '2026-01-01' AND n = 3", "SELECT x FROM t WHERE d > DATE '2026-01-01' AND n = $1"),
             ("SELECT /* a /* nested */ 1 */ 2", "SELECT /* a /* nested */ 1 */ $1"),
+            ("SELECT -1 FROM t WHERE -3 = id OR -4 = id AND x - 1 > 0", "SELECT $1 FROM t WHERE $2 = id OR $3 = id AND x - $4 > $5"),
         ];
         for (sql, want) in cases {
             let got = shape(sql).unwrap_or_else(|| sql.to_owned());

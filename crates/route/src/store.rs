@@ -52,6 +52,13 @@ pub(crate) struct StmtData {
     pub tables: Range32,
     pub effects: Range32,
     pub preds: Range32,
+    /// The `WHERE` clause as a condition tree (`Entry::Cond`, prefix order); empty when
+    /// there is no `WHERE` clause or the statement has none of its own.
+    pub conds: Range32,
+    /// For `UPDATE`: the columns its `SET` assigns (`Entry::Column`).
+    pub set_columns: Range32,
+    /// For `INSERT`: it has an `ON CONFLICT` clause.
+    pub on_conflict: bool,
     pub insert: Option<InsertData>,
 }
 
@@ -96,6 +103,34 @@ pub(crate) struct PredData {
     pub values: Range32,
 }
 
+/// One node of a `WHERE` clause's condition tree, stored in prefix order: an `And`/`Or` is
+/// followed by its `children` subtrees, which take `len - 1` entries in all, so a reader
+/// can step over a subtree without walking it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CondData {
+    And {
+        children: u32,
+        len: u32,
+    },
+    Or {
+        children: u32,
+        len: u32,
+    },
+    Leaf(PredData),
+    /// Anything routing cannot read (`NOT`, `IS NULL`, a function, a subquery...).
+    Unknown,
+}
+
+impl CondData {
+    /// Entries this node's subtree takes, itself included.
+    pub fn len(&self) -> u32 {
+        match self {
+            CondData::And { len, .. } | CondData::Or { len, .. } => *len,
+            CondData::Leaf(_) | CondData::Unknown => 1,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum ValueData {
     Integer(i64),
@@ -114,6 +149,7 @@ pub(crate) enum Entry {
     Table(TableData),
     Effect(EffectData),
     Pred(PredData),
+    Cond(CondData),
     Column(Span),
 }
 

@@ -19,8 +19,9 @@ use pg_raw_parse::Node;
 use crate::functions::UserFunctions;
 use crate::model::{Access, RowLock};
 use crate::predicates::FromScope;
+use crate::scratch::range;
 use crate::scratch::Scratch;
-use crate::store::{EffectData, TableData};
+use crate::store::{EffectData, Range32, TableData};
 
 /// Scopes with more CTE names than this get a hash index.
 const CTE_INDEX_THRESHOLD: usize = 32;
@@ -63,6 +64,8 @@ pub(crate) struct Walker<'t, 's> {
     pub lock: Option<RowLock>,
     /// Per statement: literal values were dropped for exceeding `max_values`.
     pub truncated: bool,
+    /// Per statement: the columns the top-level `UPDATE` assigns.
+    pub set_columns: Option<Range32>,
 }
 
 impl<'t, 's> Walker<'t, 's> {
@@ -86,6 +89,7 @@ impl<'t, 's> Walker<'t, 's> {
             writes: false,
             lock: None,
             truncated: false,
+            set_columns: None,
         }
     }
 
@@ -271,6 +275,12 @@ impl<'t, 's> Walker<'t, 's> {
         self.expr(s.where_clause())?;
         self.returning(s.returning_clause())?;
         if predicates {
+            let c0 = self.s.columns.len();
+            for t in s.target_list() {
+                let span = self.s.intern(t.name().unwrap_or(""));
+                self.s.columns.push(span);
+            }
+            self.set_columns = Some(range(c0, self.s.columns.len()));
             let scope = FromScope { target: s.relation(), from: s.from_clause() };
             self.where_predicates(s.where_clause(), scope)?;
         }

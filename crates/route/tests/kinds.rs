@@ -320,6 +320,19 @@ fn prepared_statements_sql_level() {
     stmt("DEALLOCATE q", |s| assert_eq!((s.kind(), s.name()), (K::Deallocate, Some("q"))));
     stmt("DEALLOCATE PREPARE q", |s| assert_eq!((s.kind(), s.name()), (K::Deallocate, Some("q"))));
     stmt("DEALLOCATE ALL", |s| assert_eq!((s.kind(), s.name(), s.writes()), (K::Deallocate, None, false)));
+    // Statements that name one inside another.
+    stmt("EXPLAIN (ANALYZE) EXECUTE \"Q\"(1)", |s| {
+        assert_eq!(
+            (s.kind(), s.target(), s.name()),
+            (K::Explain { analyze: true }, Some(K::Execute), Some("Q"))
+        )
+    });
+    stmt("EXPLAIN SELECT 1", |s| assert_eq!(s.name(), None));
+    stmt("CREATE TABLE x AS EXECUTE q(1) WITH NO DATA", |s| {
+        assert_eq!(s.kind(), K::CreateTable { temporary: false, as_select: true });
+        assert_eq!(s.name(), Some("q"));
+    });
+    stmt("CREATE TABLE x AS SELECT 1", |s| assert_eq!(s.name(), None));
 }
 
 #[test]

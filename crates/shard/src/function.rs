@@ -143,10 +143,34 @@ fn describe(key: &Value) -> String {
     match key {
         Value::Int(v) => v.to_string(),
         Value::Text(b) => format!("'{}'", String::from_utf8_lossy(b)),
-        Value::Uuid(u) => u.iter().map(|b| format!("{b:02x}")).collect(),
-        Value::Date(d) => format!("date {d} days from 2000-01-01"),
-        Value::Timestamp(t) => format!("timestamp {t} µs from 2000-01-01"),
+        Value::Uuid(u) => {
+            let hex: String = u.iter().map(|b| format!("{b:02x}")).collect();
+            format!("'{}-{}-{}-{}-{}'", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+        }
+        Value::Date(d) => format!("'{}'", civil(i64::from(*d))),
+        Value::Timestamp(t) => {
+            let (days, micros) = (t.div_euclid(86_400_000_000), t.rem_euclid(86_400_000_000));
+            let secs = micros / 1_000_000;
+            let frac = micros % 1_000_000;
+            let time = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+            let frac = if frac == 0 { String::new() } else { format!(".{frac:06}") };
+            format!("'{} {time}{frac}'", civil(days))
+        }
     }
+}
+
+/// `YYYY-MM-DD` of a day counted from 2000-01-01 (Howard Hinnant's civil_from_days).
+fn civil(days_from_2000: i64) -> String {
+    let z = days_from_2000 + 10_957 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
 }
 
 #[cfg(test)]
@@ -190,6 +214,59 @@ mod tests {
             ShardFunction::range(vec![rule(None, None, 3)], 2),
             Err(ShardError::NoSuchShard { shard: 3, count: 2 })
         );
+    }
+
+    #[test]
+    fn ranges_of_every_ordered_key_type() {
+        let read = |ty: KeyType, s: &str| ty.parse_text(s.as_bytes()).expect("valid");
+        for (ty, bounds, inside, outside) in [
+            (KeyType::Text, ["a", "m", "t"], ["apple", "mango"], "zebra"),
+            (
+                KeyType::Date,
+                ["2024-01-01", "2025-01-01", "2026-01-01"],
+                ["2024-12-31", "2025-06-01"],
+                "2023-12-31",
+            ),
+            (
+                KeyType::Timestamp,
+                ["2024-01-01 00:00", "2024-01-01 12:00", "2024-01-02 00:00"],
+                ["2024-01-01 11:59:59.999999", "2024-01-01 12:00"],
+                "2024-01-02 00:00",
+            ),
+            (
+                KeyType::Uuid,
+                [
+                    "00000000-0000-0000-0000-000000000000",
+                    "80000000-0000-0000-0000-000000000000",
+                    "c0000000-0000-0000-0000-000000000000",
+                ],
+                ["7fffffff-ffff-ffff-ffff-ffffffffffff", "80000000-0000-0000-0000-000000000001"],
+                "c0000000-0000-0000-0000-000000000001",
+            ),
+        ] {
+            let b: Vec<Value> = bounds.iter().map(|s| read(ty, s)).collect();
+            let f = ShardFunction::range(
+                vec![
+                    RangeRule { lower: Some(b[0].clone()), upper: Some(b[1].clone()), shard: 0 },
+                    RangeRule { lower: Some(b[1].clone()), upper: Some(b[2].clone()), shard: 1 },
+                ],
+                2,
+            )
+            .expect("valid");
+            assert_eq!(f.shard_of(&read(ty, inside[0])), Ok(0), "{ty}");
+            assert_eq!(f.shard_of(&read(ty, inside[1])), Ok(1), "{ty}");
+            let shown = match f.shard_of(&read(ty, outside)) {
+                Err(ShardError::NoRange(shown)) => shown,
+                other => panic!("{ty}: {other:?}"),
+            };
+            // Errors show the value as it was written.
+            let written = if ty == KeyType::Timestamp {
+                "'2024-01-02 00:00:00'".into()
+            } else {
+                format!("'{outside}'")
+            };
+            assert_eq!(shown, written, "{ty}");
+        }
     }
 
     #[test]

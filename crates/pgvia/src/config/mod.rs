@@ -10,6 +10,7 @@ pub(crate) mod limits;
 mod model;
 mod resolve;
 mod routing;
+mod sharding;
 mod spans;
 mod validate;
 mod values;
@@ -25,6 +26,10 @@ pub use model::{
     PoolDefaults, PoolMode, PoolSettings, TlsMode, User,
 };
 pub use routing::{LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole};
+pub use sharding::{
+    FunctionKind, KeyLiteral, ListEntry, RangeEntry, ShardEntry, ShardedSchema, ShardedTable, ShardingRules,
+    TableRule, UnshardedTables,
+};
 pub use values::{parse_duration, Password};
 
 /// Databases that reach the admin console instead of a server.

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use super::routing::{
     self, LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole,
 };
+use super::sharding::{ShardEntry, ShardedSchema, ShardedTable, UnshardedTables};
 use super::values::{self, Password};
 
 /// How a client proves who it is; defined with the code that checks it.
@@ -352,6 +353,19 @@ pub struct Database {
     /// `[[databases.servers]]`: a primary and its replicas, instead of `host`/`port`.
     #[serde(default)]
     pub servers: Vec<ServerEntry>,
+    /// `[[databases.shards]]`: the shards of a sharded database, in order, instead of
+    /// `host`/`servers`. See `sharding.rs`.
+    #[serde(default)]
+    pub shards: Vec<ShardEntry>,
+    /// `[[databases.sharded_tables]]`: key column, type and function per sharded table.
+    #[serde(default)]
+    pub sharded_tables: Vec<ShardedTable>,
+    /// `[[databases.sharded_schemas]]`: schemas that each live on one shard.
+    #[serde(default)]
+    pub sharded_schemas: Vec<ShardedSchema>,
+    /// `omnisharded` or `refuse`: statements on tables listed nowhere. Default `refuse`.
+    #[serde(default)]
+    pub unsharded_tables: Option<UnshardedTables>,
     /// `off`, `on` or `conservative`: whether reads go to replicas. Default `off`.
     #[serde(default = "default_split")]
     pub read_write_split: ReadWriteSplit,
@@ -433,6 +447,27 @@ pub struct Database {
 }
 
 impl Database {
+    /// Whether this database is spread over shards.
+    pub fn is_sharded(&self) -> bool {
+        !self.shards.is_empty()
+    }
+
+    /// The compiled sharding rules, or every problem with them as `(key path, message)`
+    /// (`db_index` is this database's position, for the paths). `Ok(None)` for a database
+    /// that is not sharded.
+    pub fn sharding_rules(
+        &self,
+        db_index: usize,
+    ) -> Result<Option<super::sharding::ShardingRules>, Vec<(String, String)>> {
+        super::sharding::ShardingKeys {
+            shards: &self.shards,
+            sharded_tables: &self.sharded_tables,
+            sharded_schemas: &self.sharded_schemas,
+            unsharded_tables: self.unsharded_tables,
+        }
+        .rules(db_index)
+    }
+
     /// The database name to send to the server.
     pub fn server_dbname(&self) -> &str {
         self.dbname.as_deref().unwrap_or(&self.name)
@@ -441,6 +476,11 @@ impl Database {
     /// The database's one server (`host`/`port`) or the first of `servers`: where
     /// `/health` probes and `SHOW DATABASES` points.
     pub fn first_server(&self) -> (&str, u16) {
+        // A sharded database has no server of its own: none is named here, so nothing that
+        // pools by this address can reach a shard and serve it as if it were the database.
+        if self.is_sharded() {
+            return ("", self.port);
+        }
         match self.servers.first() {
             Some(s) => (&s.host, s.port),
             None => (self.host.as_deref().unwrap_or_default(), self.port),

@@ -150,6 +150,9 @@ impl Validator {
                 self.report(at("name"), format!("{:?} is reserved for the admin console", db.name));
             }
             self.servers(i, db, config);
+            if !db.is_sharded() {
+                self.sharding_rules(i, db);
+            }
             if db.name == super::FALLBACK_DATABASE {
                 // Each client's database is its own name on the server; several servers would
                 // need health checks per database no one listed.
@@ -176,6 +179,31 @@ impl Validator {
 
     /// `host` or `[[databases.servers]]`, and the keys that say how they are used.
     fn servers(&mut self, i: usize, db: &Database, config: &Config) {
+        let at = |key: &str| format!("databases[{i}].{key}");
+        if db.is_sharded() {
+            self.shards(i, db);
+        } else {
+            self.hosts(i, db);
+        }
+        let positive = [
+            ("health_check_interval", db.health_check_interval),
+            ("health_check_timeout", db.health_check_timeout),
+            ("ban_time", db.ban_time),
+        ];
+        for (key, value) in positive {
+            if value.is_some_and(|d| d.is_zero()) {
+                self.report(at(key), "must be more than 0s");
+            }
+        }
+        if let Some(user) = &db.health_check_user {
+            if config.user(user).is_none() {
+                self.report(at("health_check_user"), format!("no [[users]] entry is called {user:?}"));
+            }
+        }
+    }
+
+    /// `host`/`port` or `[[databases.servers]]` of a database that is not sharded.
+    fn hosts(&mut self, i: usize, db: &Database) {
         let at = |key: &str| format!("databases[{i}].{key}");
         let bad_host = |h: &str| h.is_empty() || h.contains(char::is_whitespace);
         match (&db.host, db.servers.is_empty()) {
@@ -208,19 +236,59 @@ impl Validator {
         if !db.servers.is_empty() && db.servers.iter().all(|s| s.role == ServerRole::Replica) {
             self.report(at("servers"), "no server can take writes: give one role \"primary\" or \"auto\"");
         }
-        let positive = [
-            ("health_check_interval", db.health_check_interval),
-            ("health_check_timeout", db.health_check_timeout),
-            ("ban_time", db.ban_time),
-        ];
-        for (key, value) in positive {
-            if value.is_some_and(|d| d.is_zero()) {
-                self.report(at(key), "must be more than 0s");
+    }
+
+    /// A sharded database: `[[databases.shards]]` instead of `host`/`servers`, each shard
+    /// checked like a database's servers, and the sharded tables and schemas compiled.
+    fn shards(&mut self, i: usize, db: &Database) {
+        let at = |key: &str| format!("databases[{i}].{key}");
+        if db.host.is_some() || !db.servers.is_empty() {
+            let key = if db.host.is_some() { "host" } else { "servers" };
+            self.report(at(key), "a sharded database lists its servers per shard, in [[databases.shards]]");
+        }
+        if db.name == super::FALLBACK_DATABASE {
+            self.report(at("shards"), "the fallback entry \"*\" cannot be sharded");
+        }
+        let bad_host = |h: &str| h.is_empty() || h.contains(char::is_whitespace);
+        let mut seen = HashSet::new();
+        for (j, shard) in db.shards.iter().enumerate() {
+            let at = |key: &str| format!("databases[{i}].shards[{j}].{key}");
+            match (&shard.host, shard.servers.is_empty()) {
+                (None, true) => {
+                    self.report(at("host"), "required key is missing (or give servers)");
+                    continue;
+                }
+                (Some(_), false) => self.report(at("host"), "give either host/port or servers, not both"),
+                _ => {}
+            }
+            for server in shard.servers() {
+                if bad_host(&server.host) {
+                    self.report(
+                        at("host"),
+                        format!("expected an IP address or a hostname, got {:?}", server.host),
+                    );
+                } else if !seen.insert((server.host.clone(), server.port)) {
+                    self.report(at("host"), format!("{}:{} is listed twice", server.host, server.port));
+                }
+            }
+            let servers = &shard.servers;
+            if servers.iter().filter(|s| s.role == ServerRole::Primary).count() > 1 {
+                self.report(at("servers"), "more than one server has role \"primary\"");
+            }
+            if !servers.is_empty() && servers.iter().all(|s| s.role == ServerRole::Replica) {
+                self.report(
+                    at("servers"),
+                    "no server can take writes: give one role \"primary\" or \"auto\"",
+                );
             }
         }
-        if let Some(user) = &db.health_check_user {
-            if config.user(user).is_none() {
-                self.report(at("health_check_user"), format!("no [[users]] entry is called {user:?}"));
+        self.sharding_rules(i, db);
+    }
+
+    fn sharding_rules(&mut self, i: usize, db: &Database) {
+        if let Err(problems) = db.sharding_rules(i) {
+            for (path, message) in problems {
+                self.report(path, message);
             }
         }
     }

@@ -44,6 +44,10 @@ pub struct Statement {
     /// Bumped when a server reports the statement's plan stale (its tables changed shape):
     /// servers that parsed it in an older epoch parse it again before its next use.
     epoch: AtomicU64,
+    /// The oldest schema generation (see [`Registry::schema_generation`]) a server's copy may
+    /// have been parsed in to serve this statement. Raised by a client's fresh Parse, which on
+    /// a dedicated server would parse against the catalog as it is now.
+    fresh_from: AtomicU64,
 }
 
 impl std::fmt::Debug for Statement {
@@ -114,6 +118,20 @@ impl Statement {
     /// servers reporting the same epoch bump it once.
     pub fn plan_went_stale(&self, seen: u64) {
         let _ = self.epoch.compare_exchange(seen, seen + 1, Ordering::AcqRel, Ordering::Relaxed);
+    }
+
+    /// See the field: copies parsed before this schema generation are parsed again first.
+    pub fn fresh_from(&self) -> u64 {
+        self.fresh_from.load(Ordering::Acquire)
+    }
+
+    /// A client prepares the statement afresh in schema generation `generation`: server
+    /// copies parsed before it no longer serve it. A plain load first, so the common case
+    /// (nothing changed) writes nothing to the shared statement.
+    pub fn require_generation(&self, generation: u64) {
+        if self.fresh_from.load(Ordering::Acquire) < generation {
+            self.fresh_from.fetch_max(generation, Ordering::AcqRel);
+        }
     }
 
     pub fn client_refs(&self) -> u64 {
@@ -228,6 +246,8 @@ pub struct RegistryStats {
     pub purged: AtomicU64,
     /// Exchanges sent again after a stale plan (`cached plan must not change result type`).
     pub stale_plan_retries: AtomicU64,
+    /// Queries that may have changed the schema, and ends of their transactions.
+    pub schema_changes: AtomicU64,
 }
 
 /// A point-in-time copy of the registry's figures.
@@ -264,6 +284,11 @@ pub struct Registry {
     /// Milliseconds since `created` at the last purge.
     last_purge_ms: AtomicU64,
     pub stats: RegistryStats,
+    /// Bumped whenever a client's query may have changed the schema (DDL, `DO`, `CALL`, SQL
+    /// pgvia could not read) and again when the transaction that sent it ends: a statement a
+    /// server parsed in an older generation may hold type OIDs or a result shape that no
+    /// longer exist, so it does not answer a fresh Parse.
+    schema_generation: AtomicU64,
 }
 
 impl Registry {
@@ -279,7 +304,26 @@ impl Registry {
             created: Instant::now(),
             last_purge_ms: AtomicU64::new(0),
             stats: RegistryStats::default(),
+            schema_generation: AtomicU64::new(0),
         }
+    }
+
+    /// A name of pgvia's shape that no statement has or will have: for a statement pgvia
+    /// makes on a server for a moment (see `server::sql_names`).
+    pub fn scratch_name(&self) -> String {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        format!("{SERVER_NAME_PREFIX}{id}")
+    }
+
+    /// The current schema generation (see the field).
+    pub fn schema_generation(&self) -> u64 {
+        self.schema_generation.load(Ordering::Acquire)
+    }
+
+    /// A query that may change the schema was sent, or its transaction ended.
+    pub fn schema_changed(&self) {
+        self.stats.schema_changes.fetch_add(1, Ordering::Relaxed);
+        self.schema_generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Hashes a statement's identity: its text and its declared parameter types.
@@ -308,6 +352,8 @@ impl Registry {
             if let Some(found) = find(&map, hash, query, param_types) {
                 // Taken under the read lock, so a purge (which needs the write lock) sees it.
                 self.add_ref(&found, CLIENT_REF);
+                // A Parse this client did not make before: fresh, as on a dedicated server.
+                found.require_generation(self.schema_generation());
                 self.stats.registry_hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(found);
             }
@@ -327,11 +373,13 @@ impl Registry {
             analysis,
             refs: AtomicU64::new(CLIENT_REF),
             epoch: AtomicU64::new(0),
+            fresh_from: AtomicU64::new(self.schema_generation()),
         });
         let stmt = {
             let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
             if let Some(found) = find(&map, hash, query, param_types) {
                 self.add_ref(&found, CLIENT_REF);
+                found.require_generation(self.schema_generation());
                 self.stats.registry_hits.fetch_add(1, Ordering::Relaxed);
                 found
             } else {

@@ -165,16 +165,55 @@ pub struct ServerConn {
     pub decoder: FrameDecoder,
     pub created: Instant,
     pub last_used: Instant,
-    /// Set when the server can no longer be trusted (I/O error, FATAL, desync).
-    pub broken: bool,
-    /// Set once a client has sent anything: the reset query is needed before reuse.
-    pub dirty: bool,
+    /// What the connection is fit for (see [`Condition`]).
+    condition: Condition,
     /// Cancels sent to this connection's backend that PostgreSQL has not acted on yet.
     pub cancels: Arc<CancelsInFlight>,
     /// Prepared statements this server holds under pgvia's names (transaction mode).
     pub statements: ServerStatements,
     /// Where the current client's first request stands (set at checkout).
     pub first_request: FirstRequest,
+}
+
+/// What a server connection is fit for. It only moves forward (clean, used, broken) until a
+/// reset makes a used connection clean again; a broken one is closed, never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    /// No client has sent anything since it was connected or reset.
+    Clean,
+    /// A client has sent something: the reset query is needed before anyone else gets it.
+    Used,
+    /// It can no longer be trusted (I/O error, FATAL, out of step).
+    Broken,
+}
+
+impl ServerConn {
+    pub fn condition(&self) -> Condition {
+        self.condition
+    }
+
+    pub fn is_broken(&self) -> bool {
+        self.condition == Condition::Broken
+    }
+
+    /// Never to be reused.
+    pub fn mark_broken(&mut self) {
+        self.condition = Condition::Broken;
+    }
+
+    /// A client sent something (a broken connection stays broken).
+    pub fn mark_used(&mut self) {
+        if self.condition == Condition::Clean {
+            self.condition = Condition::Used;
+        }
+    }
+
+    /// The reset ran: clean again (a broken connection stays broken).
+    pub(super) fn mark_clean(&mut self) {
+        if self.condition == Condition::Used {
+            self.condition = Condition::Clean;
+        }
+    }
 }
 
 impl std::fmt::Debug for ServerConn {
@@ -197,13 +236,11 @@ impl ServerConn {
         }
     }
 
-    async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
-        let stream = TcpStream::connect((addr.host.as_str(), addr.port))
-            .await
-            .map_err(|source| ServerError::Connect { addr: addr.display(), source })?;
-        crate::net::stream::tune(&stream);
+    /// A connection over `stream` that has said nothing yet (connecting fills in the rest).
+    /// Tests of the exchange use it to play the server's part with scripted frames.
+    pub(crate) fn over(stream: TcpStream, max_frame: usize) -> std::io::Result<Self> {
         let peer = stream.peer_addr()?;
-        let mut conn = ServerConn {
+        Ok(ServerConn {
             stream,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             key: BackendKey { process_id: 0, secret: Bytes::new() },
@@ -216,12 +253,19 @@ impl ServerConn {
             decoder: FrameDecoder::new(max_frame),
             created: Instant::now(),
             last_used: Instant::now(),
-            broken: false,
-            dirty: false,
+            condition: Condition::Clean,
             cancels: Arc::default(),
             statements: ServerStatements::default(),
             first_request: FirstRequest::Answered,
-        };
+        })
+    }
+
+    async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
+        let stream = TcpStream::connect((addr.host.as_str(), addr.port))
+            .await
+            .map_err(|source| ServerError::Connect { addr: addr.display(), source })?;
+        crate::net::stream::tune(&stream);
+        let mut conn = Self::over(stream, max_frame)?;
         let mut out = BytesMut::with_capacity(256);
         // No application_name: a client that sets none must see the empty default, as it
         // would connected directly.
@@ -254,7 +298,7 @@ impl ServerConn {
                 return Ok(f);
             }
             if self.stream.read_buf(&mut self.read_buf).await? == 0 {
-                self.broken = true;
+                self.mark_broken();
                 return Err(ServerError::Closed);
             }
         }
@@ -299,7 +343,7 @@ impl ServerConn {
         match tokio::time::timeout(timeout, fut).await {
             Ok(r) => r,
             Err(_) => {
-                self.broken = true;
+                self.mark_broken();
                 Err(ServerError::Timeout(timeout))
             }
         }
@@ -342,7 +386,7 @@ impl ServerConn {
         match tokio::time::timeout(timeout, fut).await {
             Ok(r) => r,
             Err(_) => {
-                self.broken = true;
+                self.mark_broken();
                 Err(ServerError::Timeout(timeout))
             }
         }
@@ -369,7 +413,7 @@ impl ServerConn {
             let frame = match self.read_frame().await {
                 Ok(f) => f,
                 Err(e) => {
-                    self.broken = true;
+                    self.mark_broken();
                     return Err(e);
                 }
             };
@@ -378,7 +422,7 @@ impl ServerConn {
             self.settle_statements(None);
             match event {
                 super::ServerEvent::Fatal | super::ServerEvent::Desync => {
-                    self.broken = true;
+                    self.mark_broken();
                     return Err(if frame.tag() == tag::ERROR_RESPONSE {
                         ServerError::from_error_body(frame.body(), false)
                     } else {
@@ -410,10 +454,10 @@ impl ServerConn {
     }
 
     /// Applies the outcome of settled requests to the statement bookkeeping (see
-    /// [`crate::prepared::settle`]).
+    /// [`super::forward::settle`]).
     pub fn settle_statements(&mut self, client: Option<&mut crate::prepared::ClientStatements>) {
         if self.tracker.has_finished() {
-            crate::prepared::settle(self.tracker.take_finished(), &mut self.statements, client);
+            super::forward::settle(self.tracker.take_finished(), &mut self.statements, client);
         }
     }
 
@@ -430,7 +474,7 @@ impl ServerConn {
     /// Writes bytes the relay prepared.
     pub async fn write_all(&mut self, bytes: &[u8]) -> Result<(), ServerError> {
         self.stream.write_all(bytes).await.map_err(|e| {
-            self.broken = true;
+            self.mark_broken();
             e.into()
         })
     }
@@ -445,7 +489,7 @@ impl ServerConn {
     /// outside, its FATAL waiting in the socket, or closed). Costs no system call unless the
     /// runtime has seen the socket become readable since the last read.
     pub fn is_alive(&mut self) -> Result<(), IdleDeath> {
-        if self.broken {
+        if self.is_broken() {
             return Err(IdleDeath::Broken);
         }
         if !self.read_buf.is_empty() {
@@ -462,7 +506,7 @@ impl ServerConn {
 
     /// Why an idle server is dead, from what it left in `read_buf`.
     fn idle_death(&mut self, error: Option<std::io::Error>) -> IdleDeath {
-        self.broken = true;
+        self.mark_broken();
         match self.decoder.decode(&mut self.read_buf) {
             Ok(Some(f)) if f.tag() == tag::ERROR_RESPONSE => {
                 IdleDeath::Said(ServerError::from_error_body(f.body(), false))

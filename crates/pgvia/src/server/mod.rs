@@ -3,11 +3,13 @@
 
 mod conn;
 mod error;
+pub mod forward;
 mod reset;
+mod sql_names;
 pub mod tracker;
 
 pub use conn::{
-    first_reply, BackendKey, FirstReply, FirstRequest, IdleDeath, Rows, ServerAddress, ServerConn,
+    first_reply, BackendKey, Condition, FirstReply, FirstRequest, IdleDeath, Rows, ServerAddress, ServerConn,
     ServerParams,
 };
 pub use error::ServerError;

@@ -30,13 +30,13 @@ impl ServerConn {
         reset_query: &str,
         timeout: Duration,
     ) -> Result<(), ServerError> {
-        if self.broken {
+        if self.is_broken() {
             return Err(ServerError::Desync("server was already marked broken"));
         }
         let result = tokio::time::timeout(timeout, self.reset_inner(unsent, reset_query)).await;
         let result = result.unwrap_or(Err(ServerError::Timeout(timeout)));
         if result.is_err() {
-            self.broken = true;
+            self.mark_broken();
         }
         result
     }
@@ -57,7 +57,7 @@ impl ServerConn {
         // Errors the client's own statements raise while draining are theirs, not ours; only
         // a broken connection stops the reset.
         if let Err(e) = self.drain(None).await {
-            if self.broken {
+            if self.is_broken() {
                 return Err(e);
             }
         }
@@ -68,7 +68,7 @@ impl ServerConn {
         if self.tracker.transaction_status() != TransactionStatus::Idle {
             queries.push("ROLLBACK");
         }
-        if self.dirty && !reset_query.is_empty() {
+        if self.condition() == super::Condition::Used && !reset_query.is_empty() {
             queries.push(reset_query);
         }
         let resets_session = queries.len() > usize::from(queries.first() == Some(&"ROLLBACK"));
@@ -83,7 +83,7 @@ impl ServerConn {
             return Err(ServerError::Desync("transaction still open after ROLLBACK"));
         }
         self.applied.clear();
-        self.dirty = false;
+        self.mark_clean();
         Ok(())
     }
 }

@@ -3,12 +3,12 @@
 
 use bytes::{Buf, BytesMut};
 
-use crate::prepared::forward::write_answer;
+use super::meter::Meter;
+use crate::server::forward::write_answer;
 use crate::server::tracker::{Answer, Fate};
 use crate::server::{FirstReply, FirstRequest, ServerConn, ServerError, ServerEvent};
-use crate::stats::Meter;
 
-use super::relay::{move_prefix, RelayEnd};
+use super::exchange::{move_prefix, RelayEnd};
 
 /// Gives the replies pgvia owes in the server's place whose turn has come.
 /// Returns whether the last of them answered a whole query.
@@ -97,6 +97,9 @@ pub(super) fn scan_server(
             }
             ServerEvent::Ready { status, .. } => {
                 scan.ready = true;
+                if status == wire::backend::TransactionStatus::Idle {
+                    server.statements.transaction_ended();
+                }
                 if forwarded {
                     meter.ready(1, status == wire::backend::TransactionStatus::Idle);
                 }
@@ -105,6 +108,11 @@ pub(super) fn scan_server(
             ServerEvent::StaleSeen(id) => {
                 if let Some((stmt, epoch)) = server.statements.get_with_epoch(id) {
                     stmt.plan_went_stale(epoch);
+                }
+                // The schema changed in a way pgvia did not see (another connection, a
+                // function): fresh Parses elsewhere must not meet copies from before it.
+                if let Some(r) = server.statements.registry() {
+                    r.schema_changed();
                 }
             }
             ServerEvent::Other => {}
@@ -154,7 +162,7 @@ pub(super) fn first_reply(server: &mut ServerConn, to_client: &mut BytesMut) -> 
         FirstReply::Incomplete => None,
         FirstReply::Terminating(error) => {
             server.first_request = FirstRequest::Refused;
-            server.broken = true;
+            server.mark_broken();
             Some(RelayEnd::ServerLost { error, told_client: false })
         }
         FirstReply::Other => {

@@ -13,12 +13,14 @@ use wire::build::{self, ErrorFields};
 use wire::frontend::{tag, Oids, Parse};
 use wire::sqlstate::SqlState;
 
-use super::ServerStatements;
 use std::ops::Range;
 
-use super::sql::{with_name, SQL_PREPARE_KEY};
-use super::{is_reserved_name, ClientEffect, ClientStatements, ServerEffect, Statement, StatementLimit};
-use crate::server::tracker::{Answer, Pending, Replies, ReplyTracker, Request};
+use super::tracker::{Answer, Finished, Pending, Replies, ReplyTracker, Request};
+use crate::prepared::sql::{with_name, SQL_PREPARE_KEY};
+use crate::prepared::{
+    is_reserved_name, ClientEffect, ClientStatements, ServerEffect, ServerStatements, Statement,
+    StatementLimit,
+};
 use wire::backend::TransactionStatus;
 
 /// What of a server connection statement handling needs (no socket: testable alone).
@@ -71,7 +73,7 @@ impl Forward<'_> {
         };
         let prev = match self.client.bind_name(p.name, stmt.clone()) {
             Ok(prev) => prev,
-            Err(super::DuplicateName) => {
+            Err(crate::prepared::DuplicateName) => {
                 let message = format!("prepared statement \"{}\" already exists", p.name);
                 let error = error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message);
                 fail(&mut self.server, self.out, run, error);
@@ -81,7 +83,7 @@ impl Forward<'_> {
         let client_effect = Some(ClientEffect::Bound { name: p.name.into(), prev });
         let stats = &self.client.registry().stats;
         let held = if p.name.is_empty() {
-            self.server.statements.unnamed == Some(stmt.id)
+            self.server.statements.holds_unnamed(&stmt)
         } else {
             self.server.statements.holds(&stmt)
         };
@@ -98,7 +100,7 @@ impl Forward<'_> {
             return (Sent::Replaced, Some(stmt));
         }
         if p.name.is_empty() {
-            let prev = self.server.statements.unnamed.replace(stmt.id);
+            let prev = self.server.statements.set_unnamed(stmt.id);
             self.server.tracker.push(Pending {
                 request: Request::Parse,
                 replies: Replies::Forward,
@@ -203,7 +205,7 @@ impl Forward<'_> {
         };
         let prev = match self.client.bind_name(name, stmt.clone()) {
             Ok(prev) => prev,
-            Err(super::DuplicateName) => {
+            Err(crate::prepared::DuplicateName) => {
                 let message = format!("prepared statement \"{name}\" already exists");
                 let error = error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message);
                 fail_query(&mut self.server, self.out, run, error);
@@ -260,6 +262,9 @@ impl Forward<'_> {
                 stmt.server_name_cstr(),
                 ServerEffect::Prepared(stmt.id),
             );
+            if !stmt.is_sql() {
+                sync_before_query(server, self.out);
+            }
         }
         send_query(server, self.out, &with_name(sql, &span, stmt.server_name()));
         server.tracker.push(Pending::plain(Request::Query));
@@ -351,12 +356,12 @@ impl Forward<'_> {
             }
         };
         if name.is_empty() {
-            if server.statements.unnamed == Some(stmt.id) {
+            if server.statements.holds_unnamed(stmt) {
                 server.tracker.push(Pending::plain(request));
                 return Sent::AsIs;
             }
             out.extend_from_slice(run);
-            let prev = server.statements.unnamed.replace(stmt.id);
+            let prev = server.statements.set_unnamed(stmt.id);
             inject_parse(server, out, registry, stmt, b"\0", ServerEffect::Unnamed { prev });
             out.extend_from_slice(frame);
             server.tracker.push(Pending::plain(request));
@@ -387,10 +392,10 @@ impl Forward<'_> {
     }
 }
 
-fn inject_parse(
+pub(super) fn inject_parse(
     server: &mut ServerSide<'_>,
     out: &mut BytesMut,
-    registry: &super::Registry,
+    registry: &crate::prepared::Registry,
     stmt: &Statement,
     name_cstr: &[u8],
     effect: ServerEffect,
@@ -414,9 +419,26 @@ fn inject_parse(
     });
 }
 
+/// After a Parse pgvia injects ahead of a simple query: a Parse that fails makes the server
+/// skip every message up to a Sync, the query included, which would then never be answered.
+/// This Sync (its reply dropped) ends that, so the query runs and reports its own error. Not
+/// inside an extended-protocol batch the client left open, which a Sync would end.
+pub(super) fn sync_before_query(server: &mut ServerSide<'_>, out: &mut BytesMut) {
+    if server.tracker.batch() != crate::server::tracker::Batch::Closed {
+        return;
+    }
+    build::frame(out, tag::SYNC, |_| {});
+    server.tracker.push(Pending {
+        request: Request::Sync,
+        replies: Replies::DropAll,
+        server_effect: None,
+        client_effect: None,
+    });
+}
+
 /// Records `stmt` as held by the server, closing there an older plan of it and the statement
 /// it displaces.
-fn evict_for(server: &mut ServerSide<'_>, out: &mut BytesMut, stmt: &Arc<Statement>) {
+pub(super) fn evict_for(server: &mut ServerSide<'_>, out: &mut BytesMut, stmt: &Arc<Statement>) {
     if let Some(stale) = server.statements.take_stale(stmt) {
         close_on_server(server, out, stale);
     }
@@ -440,20 +462,20 @@ fn close_on_server(server: &mut ServerSide<'_>, out: &mut BytesMut, evicted: Arc
 
 /// Writes a simple query of pgvia's; like any simple query, it replaces the server's
 /// unnamed statement.
-fn send_query(server: &mut ServerSide<'_>, out: &mut BytesMut, sql: &str) {
+pub(super) fn send_query(server: &mut ServerSide<'_>, out: &mut BytesMut, sql: &str) {
     build::query(out, sql);
     server.statements.unnamed = None;
 }
 
 /// An ErrorResponse frame.
-fn error_frame(code: SqlState, message: &str) -> Bytes {
+pub(super) fn error_frame(code: SqlState, message: &str) -> Bytes {
     let mut error = BytesMut::new();
     ErrorFields::error(code, message).write(&mut error);
     error.freeze()
 }
 
 /// PostgreSQL's error for a statement name it does not know.
-fn no_such_statement(name: &str) -> Bytes {
+pub(super) fn no_such_statement(name: &str) -> Bytes {
     let message = format!("prepared statement \"{name}\" does not exist");
     error_frame(SqlState::INVALID_SQL_STATEMENT_NAME, &message)
 }
@@ -478,7 +500,7 @@ pub fn reserved_name_error(analysis: &route::Analysis) -> Option<Bytes> {
     })
 }
 
-fn limit_error(limit: StatementLimit) -> Bytes {
+pub(super) fn limit_error(limit: StatementLimit) -> Bytes {
     let mut error = BytesMut::new();
     limit.write_error(&mut error);
     error.freeze()
@@ -532,3 +554,36 @@ pub fn write_answer(out: &mut BytesMut, answer: Answer) {
         }
     }
 }
+
+/// Applies the outcome of settled requests: what succeeded gives back the references it no
+/// longer needs; what the server failed or skipped is undone, newest first. Without a client
+/// (it has left), only the references are given back.
+pub fn settle(
+    finished: impl DoubleEndedIterator<Item = Finished>,
+    server: &mut ServerStatements,
+    mut client: Option<&mut ClientStatements>,
+) {
+    for f in finished.rev() {
+        if !f.ok {
+            match f.server_effect {
+                Some(ServerEffect::Prepared(id)) => server.forget(id),
+                Some(ServerEffect::Evicted(stmt)) => server.restore(stmt),
+                Some(ServerEffect::Unnamed { prev }) => server.restore_unnamed(prev),
+                Some(ServerEffect::ReplayFrom { .. }) | None => {}
+            }
+        }
+        let Some(effect) = f.client_effect else { continue };
+        match (effect, f.ok, client.as_deref_mut()) {
+            (ClientEffect::Bound { name, prev }, false, Some(c)) => c.restore(&name, prev),
+            (ClientEffect::Closed { name, stmt }, false, Some(c)) => c.restore(&name, Some(stmt)),
+            (ClientEffect::Bound { prev: Some(stmt), .. } | ClientEffect::Closed { stmt, .. }, _, _) => {
+                server.release_client_ref(&stmt)
+            }
+            (ClientEffect::Bound { prev: None, .. }, _, _) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "forward_tests.rs"]
+mod tests;
