@@ -10,6 +10,8 @@ use crate::HarnessError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HbaAuth {
     Trust,
+    /// The password in clear text (`password` in pg_hba.conf).
+    Password,
     Md5,
     #[default]
     ScramSha256,
@@ -19,6 +21,7 @@ impl HbaAuth {
     pub fn as_str(self) -> &'static str {
         match self {
             HbaAuth::Trust => "trust",
+            HbaAuth::Password => "password",
             HbaAuth::Md5 => "md5",
             HbaAuth::ScramSha256 => "scram-sha-256",
         }
@@ -29,7 +32,7 @@ impl HbaAuth {
     pub(crate) fn password_encryption(self) -> &'static str {
         match self {
             HbaAuth::Md5 => "md5",
-            HbaAuth::Trust | HbaAuth::ScramSha256 => "scram-sha-256",
+            HbaAuth::Trust | HbaAuth::Password | HbaAuth::ScramSha256 => "scram-sha-256",
         }
     }
 }
@@ -46,10 +49,11 @@ impl FromStr for HbaAuth {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "trust" => Ok(HbaAuth::Trust),
+            "password" => Ok(HbaAuth::Password),
             "md5" => Ok(HbaAuth::Md5),
             "scram-sha-256" | "scram" => Ok(HbaAuth::ScramSha256),
             other => Err(HarnessError::InvalidOption(format!(
-                "auth method `{other}` (expected trust, md5 or scram-sha-256)"
+                "auth method `{other}` (expected trust, password, md5 or scram-sha-256)"
             ))),
         }
     }

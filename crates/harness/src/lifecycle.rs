@@ -66,8 +66,10 @@ impl Cluster {
         let mut conf = fs::read_to_string(&conf_path).ctx(|| format!("read {}", conf_path.display()))?;
         conf.push_str(&format!("\n# pgvia test harness\ninclude '{HARNESS_CONF}'\n"));
         self.write_owned(&conf_path, &conf)?;
-        if opts.ssl {
-            self.make_certificate()?;
+        match (&opts.ssl_pem, opts.ssl) {
+            (Some((cert, key)), true) => self.write_certificate(cert, key)?,
+            (None, true) => self.make_certificate()?,
+            (_, false) => {}
         }
         Ok(())
     }
@@ -170,6 +172,16 @@ impl Cluster {
         run(&mut openssl)?;
         // The server refuses a key readable by group or others.
         let key = data.join("server.key");
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600))
+            .ctx(|| format!("chmod {}", key.display()))
+    }
+
+    /// A certificate and key the test made.
+    fn write_certificate(&self, cert_pem: &str, key_pem: &str) -> Result<(), HarnessError> {
+        let data = self.data_dir();
+        self.write_owned(&data.join("server.crt"), cert_pem)?;
+        let key = data.join("server.key");
+        self.write_owned(&key, key_pem)?;
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600))
             .ctx(|| format!("chmod {}", key.display()))
     }

@@ -10,6 +10,8 @@ use tokio::net::TcpListener;
 
 use crate::app::{App, AppError, Phase};
 use crate::config::Config;
+use crate::net::listener::UnixSocket;
+use crate::net::{ClientPeer, ClientStream};
 
 #[derive(Debug, Error)]
 pub enum ProxyError {
@@ -26,6 +28,8 @@ pub struct Proxy {
     listener: TcpListener,
     /// `/metrics` and `/health`, when `general.metrics_listen` is set.
     metrics: Option<TcpListener>,
+    /// The Unix socket, when `general.unix_socket_dir` is set.
+    unix: Option<UnixSocket>,
 }
 
 /// How long sessions get to send their last words after `shutdown_timeout` has passed.
@@ -42,18 +46,31 @@ impl Proxy {
         let listener = crate::net::listener::bind(&host, port)
             .await
             .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
+        // Named after the port actually bound (a test's port 0 becomes a real one).
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
+        let unix = match &app.config().general.unix_socket_dir {
+            Some(dir) => Some(crate::net::listener::bind_unix(dir, port).map_err(|source| {
+                ProxyError::Bind { addr: format!("{}/.s.PGSQL.{port}", dir.display()), source }
+            })?),
+            None => None,
+        };
         let metrics = match metrics_addr {
             Some(addr) => Some(
                 TcpListener::bind(addr.as_str()).await.map_err(|source| ProxyError::Bind { addr, source })?,
             ),
             None => None,
         };
-        Ok(Self { app, listener, metrics })
+        Ok(Self { app, listener, metrics, unix })
     }
 
     /// Where `/metrics` is served, if it is.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The Unix socket file, if pgvia listens on one.
+    pub fn unix_socket_path(&self) -> Option<&std::path::Path> {
+        self.unix.as_ref().map(|u| u.path.as_path())
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -68,7 +85,8 @@ impl Proxy {
     /// at once, sessions finish their transactions for up to `shutdown_timeout`, and whoever
     /// is left is told 57P01 and closed.
     pub async fn run(self, stop: impl Future<Output = ()>) {
-        let Proxy { app, listener, metrics } = self;
+        let Proxy { app, listener, metrics, unix } = self;
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(app.config().general.listen_port);
         tokio::pin!(stop);
         let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
         let fallback_sweeper = tokio::spawn(retire_idle_fallback_pools(Arc::downgrade(&app)));
@@ -79,7 +97,19 @@ impl Proxy {
                 _ = app.shutdown_requested.notified() => break,
                 accepted = listener.accept() => match accepted {
                     Ok((tcp, peer)) => {
-                        tokio::spawn(crate::session::serve(app.clone(), tcp, peer));
+                        let stream = ClientStream::Plain(tcp);
+                        tokio::spawn(crate::session::serve(app.clone(), stream, ClientPeer::Tcp(peer)));
+                    }
+                    Err(e) => {
+                        // Running out of file descriptors must not end the process; back off.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                accepted = accept_unix(unix.as_ref()) => match accepted {
+                    Ok(stream) => {
+                        let stream = ClientStream::Unix(stream);
+                        tokio::spawn(crate::session::serve(app.clone(), stream, ClientPeer::Unix { port }));
                     }
                     Err(e) => {
                         // Running out of file descriptors must not end the process; back off.
@@ -90,6 +120,7 @@ impl Proxy {
             }
         }
         drop(listener);
+        drop(unix);
         let timeout = app.config().general.shutdown_timeout;
         tracing::info!(
             sessions = app.active_sessions(),
@@ -113,6 +144,14 @@ impl Proxy {
         }
         app.notify.close_all();
         tracing::info!("pgvia stopped");
+    }
+}
+
+/// The next client on the Unix socket; never, without one.
+async fn accept_unix(unix: Option<&UnixSocket>) -> std::io::Result<tokio::net::UnixStream> {
+    match unix {
+        Some(u) => u.listener.accept().await.map(|(s, _)| s),
+        None => std::future::pending().await,
     }
 }
 

@@ -5,6 +5,7 @@ mod conn;
 mod error;
 mod reset;
 pub mod tracker;
+pub mod transport;
 
 pub use conn::{
     first_reply, BackendKey, FirstReply, FirstRequest, IdleDeath, Rows, ServerAddress, ServerConn,

@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use wire::backend::TransactionStatus;
 use wire::sqlstate::SqlState;
 use wire::startup::StartupMessage;
@@ -38,7 +37,7 @@ pub use state::PinReason;
 use crate::app::App;
 use crate::clients::ClientIdentity;
 use crate::config::{Config, PoolMode, RolePreference};
-use crate::net::ClientStream;
+use crate::net::{ClientPeer, ClientStream};
 use crate::server::ServerParams;
 
 /// How long a client may take from connecting to finishing authentication, as PostgreSQL's
@@ -50,26 +49,31 @@ const LOGIN_TIMEOUT: Duration = Duration::from_secs(60);
 const LAST_WORDS: Duration = Duration::from_secs(1);
 
 /// Serves one client connection to the end. Never panics on client input; logs why it ended.
-pub async fn serve(app: Arc<App>, tcp: TcpStream, peer: SocketAddr) {
-    crate::net::stream::tune(&tcp);
+pub async fn serve(app: Arc<App>, stream: ClientStream, peer: ClientPeer) {
+    let local = match &stream {
+        ClientStream::Plain(tcp) => {
+            crate::net::stream::tune(tcp);
+            tcp.local_addr().ok()
+        }
+        ClientStream::Unix(_) | ClientStream::Tls(_) => None,
+    };
     let _session = app.session_started();
-    let local = tcp.local_addr().ok();
-    match run(&app, tcp, Endpoints { peer, local }).await {
+    match run(&app, stream, Endpoints { peer, local }).await {
         Ok(()) => tracing::debug!(%peer, "client session ended"),
         Err(SessionError::ClientIo(e)) => tracing::debug!(%peer, error = %e, "client connection closed"),
         Err(e) => tracing::info!(%peer, error = %e, "client refused"),
     }
 }
 
-/// The two ends of a client's TCP connection.
+/// The two ends of a client's connection (`local` for TCP only).
 #[derive(Debug, Clone, Copy)]
 struct Endpoints {
-    peer: SocketAddr,
+    peer: ClientPeer,
     local: Option<SocketAddr>,
 }
 
-async fn run(app: &App, tcp: TcpStream, ends: Endpoints) -> Result<(), SessionError> {
-    let opening = tokio::time::timeout(LOGIN_TIMEOUT, startup::open(app, tcp))
+async fn run(app: &App, raw: ClientStream, ends: Endpoints) -> Result<(), SessionError> {
+    let opening = tokio::time::timeout(LOGIN_TIMEOUT, startup::open(app, raw))
         .await
         .map_err(|_| SessionError::LoginTimeout(LOGIN_TIMEOUT))??;
     let mut out = BytesMut::with_capacity(512);
@@ -103,7 +107,7 @@ async fn logged_in(
     let since = std::time::Instant::now();
     let _client_slot = app.client_slot(None)?;
     let identity = login::identify(startup)?;
-    login::negotiate(startup, out);
+    let protocol = login::negotiate(startup, out);
     let auth = login::authenticate(app, stream, buf, out, &identity.user);
     tokio::time::timeout(LOGIN_TIMEOUT, auth)
         .await
@@ -179,9 +183,14 @@ async fn logged_in(
     let (told, cancel) = match &owned {
         Some(checkout) => {
             let conn = checkout.conn_ref();
-            (Arc::new(conn.params.clone()), app.cancels.register_as(conn.cancel_target().process_id))
+            (
+                Arc::new(conn.params.clone()),
+                app.cancels.register_as(conn.cancel_target().process_id, protocol.cancel_key_len()),
+            )
         }
-        None => (welcome_params(&pool, &fresh, &report.values), app.cancels.register()),
+        None => {
+            (welcome_params(&pool, &fresh, &report.values), app.cancels.register(protocol.cancel_key_len()))
+        }
     };
     // As PostgreSQL, which raises them while it applies the startup settings.
     for notice in &report.notices {
