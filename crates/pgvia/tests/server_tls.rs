@@ -3,6 +3,9 @@
 //! from another CA refused, a server without TLS refused under `require`, and a server
 //! asking for a cleartext password refused under `require`.
 
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::tls::TestCerts;

@@ -2,6 +2,9 @@
 //! PostgreSQL's socket, with cancels going the same way), and protocol 3.2 with libpq 18:
 //! negotiated, not downgraded, with pgvia's 32-byte cancel key, and psql's cancel working.
 
+// Helpers outside #[test] functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};
