@@ -97,6 +97,23 @@ impl TestCerts {
         ]
     }
 
+    /// A rustls client configuration trusting this CA, offering ALPN `postgresql` if asked
+    /// (direct TLS).
+    pub fn client_config(&self, alpn: bool) -> Arc<ClientConfig> {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.ca_der.clone()).expect("add CA");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        if alpn {
+            config.alpn_protocols = vec![b"postgresql".to_vec()];
+        }
+        Arc::new(config)
+    }
+
     /// A connector that verifies the server against this CA (and the host name).
     pub fn connector(&self) -> RustlsConnect {
         let mut roots = RootCertStore::empty();
