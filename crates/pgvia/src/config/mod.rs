@@ -20,7 +20,7 @@ use std::process::ExitCode;
 pub use error::{ConfigError, Problem};
 pub use model::{
     AnalysisSettings, AuthMethod, CacheAdmission, Config, Database, General, LogFormat, PasswordFormat,
-    PoolDefaults, PoolMode, PoolSettings, TlsMode, User,
+    PoolDefaults, PoolMode, PoolSettings, ServerTlsMode, TlsMode, TlsNegotiation, User,
 };
 pub use routing::{LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole};
 pub use values::{parse_duration, Password};
