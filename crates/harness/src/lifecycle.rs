@@ -71,6 +71,9 @@ impl Cluster {
             (None, true) => self.make_certificate()?,
             (_, false) => {}
         }
+        if let (Some(ca), true) = (&opts.ssl_ca, opts.ssl) {
+            self.write_owned(&data.join("root.crt"), ca)?;
+        }
         Ok(())
     }
 
@@ -153,6 +156,9 @@ impl Cluster {
         if self.meta.ssl {
             for (k, v) in [("ssl", "on"), ("ssl_cert_file", "server.crt"), ("ssl_key_file", "server.key")] {
                 settings.push((k.into(), v.into()));
+            }
+            if opts.ssl_ca.is_some() {
+                settings.push(("ssl_ca_file".into(), "root.crt".into()));
             }
         }
         settings.extend(opts.settings.iter().cloned());

@@ -136,3 +136,36 @@ async fn a_cleartext_password_request_is_refused_under_require() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgvia_logs_in_to_postgres_with_a_client_certificate() {
+    let certs = TestCerts::generate();
+    let (cert, key) = certs.server_pem();
+    let ca = std::fs::read_to_string(&certs.ca_file).unwrap();
+    // pg_hba.conf: `hostssl all all 127.0.0.1/32 cert`: only a certificate naming the role.
+    let opts = ClusterOptions::new(PgVersion::V15).ssl_pem(cert, key).ssl_ca(ca);
+    let pg = Cluster::start(opts.auth(HbaAuth::Cert)).expect("start PostgreSQL");
+    pg.create_user(USER, PASSWORD).unwrap();
+    pg.create_database(DB, USER).unwrap();
+    let client_cert = certs.issue("pgvia-app", &[], USER);
+    let with_cert = format!(
+        "{}\nserver_tls_cert_file = \"{}\"\nserver_tls_key_file = \"{}\"",
+        verify_full(&certs),
+        client_cert.cert_file.display(),
+        client_cert.key_file.display()
+    );
+    let proxy = TestProxy::start(&config(&pg, &certs, &with_cert)).await;
+    let (ok, out, err) =
+        query(&pg, &proxy, &certs, "select ssl, client_dn from pg_stat_ssl where pid = pg_backend_pid()")
+            .await;
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), format!("t|/CN={USER}"), "PostgreSQL saw pgvia's certificate");
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+
+    // Without it PostgreSQL refuses the login, and the client hears why.
+    let proxy = TestProxy::start(&config(&pg, &certs, &verify_full(&certs))).await;
+    let (ok, _, err) = query(&pg, &proxy, &certs, "select 1").await;
+    assert!(!ok && err.contains("certificate"), "{err}");
+    proxy.stop().await;
+}

@@ -116,19 +116,7 @@ async fn libpq_18_negotiates_protocol_3_2_and_its_cancel_works() {
     assert!(stdout.contains("Protocol Version") && stdout.contains("3.2"), "3.2 negotiated: {stdout}");
 
     // psql sends its cancel on SIGINT, with the 32-byte key pgvia gave it.
-    let mut cmd = psql18();
-    cmd.arg("-X").arg("-d").arg(&conninfo).args(["-c", "select pg_sleep(30)"]);
-    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().expect("spawn psql 18");
-    let pid = child.id().expect("psql pid");
-    let started = Instant::now();
-    wait_for_sleep(&pg).await;
-    let kill = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
-    assert!(kill.success());
-    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output()).await.unwrap().unwrap();
-    let stderr = text(&out.stderr);
-    assert!(stderr.contains("canceling statement due to user request"), "{stderr}");
-    assert!(started.elapsed() < Duration::from_secs(20));
+    cancel_with_psql_18(&pg, &conninfo).await;
 
     // The default (3.0) still works, with the 4-byte key.
     let mut cmd = psql18();
@@ -139,6 +127,31 @@ async fn libpq_18_negotiates_protocol_3_2_and_its_cancel_works() {
 
     proxy.assert_no_leaks().await;
     proxy.stop().await;
+
+    // Session mode: the client's key carries its server's real pid, and pgvia's 32-byte secret.
+    let proxy = TestProxy::start(&ConfigBuilder::new(&pg)).await;
+    let conninfo = format!("{} max_protocol_version=3.2", proxy.conninfo(USER, PASSWORD, DB));
+    cancel_with_psql_18(&pg, &conninfo).await;
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+/// Runs `pg_sleep(30)` in psql 18 and interrupts it: psql sends the cancel.
+async fn cancel_with_psql_18(pg: &Cluster, conninfo: &str) {
+    // psql sends its cancel on SIGINT, with the 32-byte key pgvia gave it.
+    let mut cmd = psql18();
+    cmd.arg("-X").arg("-d").arg(conninfo).args(["-c", "select pg_sleep(30)"]);
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("spawn psql 18");
+    let pid = child.id().expect("psql pid");
+    let started = Instant::now();
+    wait_for_sleep(pg).await;
+    let kill = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+    assert!(kill.success());
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output()).await.unwrap().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("canceling statement due to user request"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(20));
 }
 
 /// Waits until a backend is in pg_sleep.
@@ -177,5 +190,45 @@ async fn a_newer_minor_version_is_negotiated_down_to_3_2() {
     assert_eq!(&first.body[..4], &2u32.to_be_bytes(), "newest minor version: 2");
     assert_eq!(&first.body[4..8], &1u32.to_be_bytes());
     assert_eq!(&first.body[8..], b"_pq_.unknown\0");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_keys_are_32_bytes_under_3_2_and_4_under_3_0() {
+    use common::raw::{untagged, RawConn};
+    let pg = start_pg();
+    // Trust in pgvia keeps the raw login short; pgvia still logs in to PostgreSQL with SCRAM.
+    let toml = ConfigBuilder::new(&pg).pool("pool_mode = \"transaction\"").toml().replacen(
+        &format!("password = \"{PASSWORD}\""),
+        &format!("password = \"{PASSWORD}\"\nauth_method = \"trust\""),
+        1,
+    );
+    let proxy = TestProxy::start_toml(&toml).await;
+    for (minor, secret_len) in [(0, 4), (2, 32)] {
+        let mut conn = RawConn::connect(proxy.addr).await.unwrap();
+        let mut body = Vec::new();
+        for (k, v) in [("user", USER), ("database", DB)] {
+            body.extend_from_slice(k.as_bytes());
+            body.push(0);
+            body.extend_from_slice(v.as_bytes());
+            body.push(0);
+        }
+        body.push(0);
+        conn.send(&untagged((3 << 16) | minor, &body)).await;
+        let mut key = None;
+        loop {
+            let msg = conn.recv().await.expect("login messages");
+            assert_ne!(msg.tag, b'v', "3.{minor} is taken as asked, not negotiated");
+            assert_ne!(msg.tag, b'E', "{:?}", msg.fields());
+            if msg.tag == b'K' {
+                key = Some(msg.body.clone());
+            }
+            if msg.tag == b'Z' {
+                break;
+            }
+        }
+        let key = key.expect("BackendKeyData");
+        assert_eq!(key.len(), 4 + secret_len, "protocol 3.{minor}");
+    }
     proxy.stop().await;
 }
