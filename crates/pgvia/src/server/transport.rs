@@ -15,7 +15,7 @@ use wire::build;
 
 use super::conn::ServerAddress;
 use super::error::ServerError;
-use crate::net::server_tls::{ServerTlsMode, TlsNegotiation, ALPN_POSTGRESQL};
+use crate::net::server_tls::{TlsNegotiation, ALPN_POSTGRESQL};
 use crate::net::{ServerEndpoint, ServerStream};
 
 /// The socket file for `host`/`port` when `host` is a directory (starts with `/`).
@@ -66,6 +66,5 @@ pub async fn open(addr: &ServerAddress) -> Result<(ServerStream, ServerEndpoint)
     {
         return Err(ServerError::TlsDeclined { addr: addr.display(), mode: "direct (no ALPN postgresql)" });
     }
-    debug_assert!(mode != ServerTlsMode::Disable);
     Ok((ServerStream::tls(tls), endpoint))
 }
