@@ -169,3 +169,42 @@ async fn pgvia_logs_in_to_postgres_with_a_client_certificate() {
     assert!(!ok && err.contains("certificate"), "{err}");
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_pooling_over_tls_servers_moves_data_and_notices_dead_ones() {
+    let certs = TestCerts::generate();
+    let (cert, key) = certs.server_pem();
+    let pg = tls_pg(&cert, &key, HbaAuth::ScramSha256);
+    // Clients in plain TCP here (tokio-postgres without TLS); servers over TLS.
+    let builder = config(&pg, &certs, &verify_full(&certs))
+        .general("tls_mode = \"allow\"")
+        .pool("pool_mode = \"transaction\"")
+        .pool("pool_size = 1");
+    let proxy = TestProxy::start(&builder).await;
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    // Several MB each way through the TLS halves the relay waits on.
+    let row = client
+        .query_one(
+            "select count(*), sum(length(repeat('x', 100) || g::text)) from generate_series(1, 100000) g",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 100_000);
+    let rows = client.query("select repeat('y', 1000) from generate_series(1, 5000)", &[]).await.unwrap();
+    assert_eq!(rows.len(), 5000);
+    let big = "z".repeat(4 << 20);
+    let back: i32 = client.query_one("select length($1::text)", &[&big]).await.unwrap().get(0);
+    assert_eq!(back, 4 << 20);
+
+    // The idle TLS server is terminated from outside: the next checkout sees it gone (its
+    // FATAL arrives encrypted) and the query runs on a new one.
+    let pid: i32 = client.query_one("select pg_backend_pid()", &[]).await.unwrap().get(0);
+    pg.psql("postgres", &format!("select pg_terminate_backend({pid})")).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let again: i32 = client.query_one("select pg_backend_pid()", &[]).await.unwrap().get(0);
+    assert_ne!(again, pid);
+    drop(client);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
