@@ -1,7 +1,9 @@
 //! TLS from pgvia to PostgreSQL (`server_tls_mode`), against a real PostgreSQL 15 serving
 //! certificates made at test time: verify-full both ways, a certificate for another host or
-//! from another CA refused, a server without TLS refused under `require`, and a server
-//! asking for a cleartext password refused under `require`.
+//! from another CA refused, a server without TLS refused under `require`, a server asking
+//! for a cleartext password refused under `require`, pgvia's client certificate accepted by
+//! `hostssl ... cert`, transaction pooling over TLS servers; and (PostgreSQL 18) a SCRAM
+//! iteration count above `server_scram_max_iterations` refused.
 
 // Helpers outside #[test] functions unwrap too: a failed step is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -204,6 +206,28 @@ async fn transaction_pooling_over_tls_servers_moves_data_and_notices_dead_ones()
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let again: i32 = client.query_one("select pg_backend_pid()", &[]).await.unwrap().get(0);
     assert_ne!(again, pid);
+    drop(client);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_asking_for_too_many_scram_iterations_is_refused() {
+    // PostgreSQL 16+ lets scram_iterations raise the count stored with a new password.
+    let pg = start_pg_with(ClusterOptions::new(PgVersion::V18).set("scram_iterations", "5000"));
+    let verifier = pg.psql("postgres", "select rolpassword from pg_authid where rolname = 'app'").unwrap();
+    assert!(verifier.starts_with("SCRAM-SHA-256$5000:"), "{verifier}");
+    let proxy =
+        TestProxy::start(&ConfigBuilder::new(&pg).general("server_scram_max_iterations = 4999")).await;
+    let err = common::connect(&proxy.conninfo(USER, PASSWORD, DB)).await.unwrap_err();
+    let message = err.as_db_error().map(|d| d.message().to_owned()).unwrap_or_default();
+    assert!(message.contains("5000 SCRAM iterations") && message.contains("(4999)"), "{err:?}");
+    proxy.stop().await;
+
+    let proxy =
+        TestProxy::start(&ConfigBuilder::new(&pg).general("server_scram_max_iterations = 5000")).await;
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    client.simple_query("select 1").await.unwrap();
     drop(client);
     proxy.assert_no_leaks().await;
     proxy.stop().await;
