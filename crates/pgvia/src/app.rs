@@ -20,19 +20,25 @@ use crate::cancel::CancelRegistry;
 use crate::clients::ClientRegistry;
 use crate::config::{Config, Database, PoolMode, TlsMode, User};
 use crate::net::tls::{self, TlsError};
-use crate::pool::{Carried, Pool, PoolGroup, PoolKey, Pools};
+use crate::pool::{Carried, Pool, PoolKey, Pools};
 use crate::routing::Hosts;
+use crate::routing::PoolGroup;
 use crate::server::ServerAddress;
-use crate::session::SessionError;
 
-/// Where the process is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Running,
-    /// No new clients; sessions end when their transaction does.
-    Draining,
-    /// `shutdown_timeout` passed: every session ends now.
-    Terminating,
+pub use crate::clients::Phase;
+
+/// A client refused at login by a connection limit or an unknown name: what it is told.
+#[derive(Debug, Error)]
+#[error("{message}")]
+pub struct Refusal {
+    pub code: SqlState,
+    pub message: String,
+}
+
+impl Refusal {
+    fn new(code: SqlState, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
 }
 
 #[derive(Debug, Error)]
@@ -353,7 +359,7 @@ impl App {
     }
 
     /// Counts a client against the process limit (`db = None`) or a database's limit.
-    pub fn client_slot(&self, db: Option<&str>) -> Result<ClientSlot<'_>, SessionError> {
+    pub fn client_slot(&self, db: Option<&str>) -> Result<ClientSlot<'_>, Refusal> {
         let config = self.config();
         let (counter, limit, what) = match db {
             None => (
@@ -363,7 +369,7 @@ impl App {
             ),
             Some(name) => {
                 let Some(database) = config.database_for_client(name) else {
-                    return Err(SessionError::refused(
+                    return Err(Refusal::new(
                         SqlState::INVALID_CATALOG_NAME,
                         format!("database \"{name}\" does not exist"),
                     ));
@@ -389,10 +395,10 @@ impl App {
     }
 
     /// Counts a logged-in client against its user's `max_client_connections`.
-    pub fn user_client_slot(&self, user: &str) -> Result<ClientSlot<'_>, SessionError> {
+    pub fn user_client_slot(&self, user: &str) -> Result<ClientSlot<'_>, Refusal> {
         let config = self.config();
         let Some(known) = config.user(user) else {
-            return Err(SessionError::refused(SqlState::INVALID_PASSWORD, "authentication failed"));
+            return Err(Refusal::new(SqlState::INVALID_PASSWORD, "authentication failed"));
         };
         let limit = known.max_client_connections.map(|l| l as usize);
         let counter = self
@@ -446,11 +452,11 @@ fn take_slot(
     counter: CounterRef<'_>,
     limit: Option<usize>,
     message: impl FnOnce() -> String,
-) -> Result<ClientSlot<'_>, SessionError> {
+) -> Result<ClientSlot<'_>, Refusal> {
     let now = counter.get().fetch_add(1, Ordering::AcqRel) + 1;
     let slot = ClientSlot { counter };
     if limit.is_some_and(|l| now > l) {
-        return Err(SessionError::refused(SqlState::TOO_MANY_CONNECTIONS, message()));
+        return Err(Refusal::new(SqlState::TOO_MANY_CONNECTIONS, message()));
     }
     Ok(slot)
 }

@@ -14,9 +14,18 @@ use std::time::{Instant, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::app::Phase;
 use crate::cancel::{CancelSlot, CancelTarget};
 use crate::stats::Counters;
+
+/// Where the process is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Running,
+    /// No new clients; sessions end when their transaction does.
+    Draining,
+    /// `shutdown_timeout` passed: every session ends now.
+    Terminating,
+}
 
 /// What a client is doing, as the admin console reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,25 +240,19 @@ impl ClientRegistry {
     }
 }
 
-tokio::task_local! {
-    /// The client a session task serves, so the pool can report the client as waiting
-    /// without every layer in between passing it along.
-    pub static CURRENT: Arc<ClientInfo>;
-}
-
-/// Adds a wait for a server to the current client's own counters (no location shared with
-/// other sessions), or to `fallback` (its pool's totals) outside a session's serve loop.
-pub fn record_wait(wait: std::time::Duration, fallback: &crate::stats::Counters) {
-    let add = |c: &crate::stats::Counters| {
-        c.wait_us.fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
-        c.waits.fetch_add(1, Ordering::Relaxed);
-    };
-    if CURRENT.try_with(|c| add(&c.counters)).is_err() {
-        add(fallback);
+/// The pool reports a checkout's progress to the client it serves: its state for
+/// `SHOW CLIENTS`, and its waits in its own counters (no location shared with other sessions).
+impl crate::pool::Patron for ClientInfo {
+    fn waiting(&self) {
+        self.set_state(ClientState::Waiting);
     }
-}
 
-/// Sets the state of the client the current task serves, if any.
-pub fn set_current_state(state: ClientState) {
-    let _ = CURRENT.try_with(|c| c.set_state(state));
+    fn served(&self, waited: std::time::Duration) {
+        self.counters.add_wait(waited);
+        self.set_state(ClientState::Active);
+    }
+
+    fn unserved(&self) {
+        self.set_state(ClientState::Idle);
+    }
 }

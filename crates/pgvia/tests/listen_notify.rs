@@ -82,7 +82,7 @@ async fn a_hundred_listeners_over_three_channels_get_exactly_theirs() {
     }))
     .await;
     let pool = proxy.app.pools.all().pop().expect("a pool");
-    let listen_pins = pool.stats.pins[pgvia::session::PinReason::Listen.index()].load(Ordering::Relaxed);
+    let listen_pins = pool.stats.pins[pgvia::pool::PinReason::Listen.index()].load(Ordering::Relaxed);
     assert_eq!(listen_pins, 0, "LISTEN must not pin in transaction mode");
     let hub = proxy.app.notify.all().pop().expect("a notification hub");
     assert_eq!(hub.channel_count(), 3);

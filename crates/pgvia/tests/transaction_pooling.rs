@@ -152,7 +152,7 @@ async fn session_advisory_locks_pin_and_never_outlive_their_client() {
         assert!(std::time::Instant::now() < deadline, "A's lock outlived A");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let pins = proxy.app.pools.all()[0].stats.pins[pgvia::session::PinReason::AdvisoryLock.index()]
+    let pins = proxy.app.pools.all()[0].stats.pins[pgvia::pool::PinReason::AdvisoryLock.index()]
         .load(std::sync::atomic::Ordering::Relaxed);
     assert!(pins >= 2, "pins are counted in the pool's stats, got {pins}");
     drop(b);

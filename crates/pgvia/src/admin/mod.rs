@@ -12,8 +12,10 @@ mod show_hosts;
 mod show_stats;
 
 use bytes::BytesMut;
+use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::backend::TransactionStatus;
+use wire::build::Severity;
 use wire::build::{self, ErrorFields};
 use wire::frontend::{tag, FrontendMessage};
 use wire::sqlstate::SqlState;
@@ -22,13 +24,21 @@ use wire::FrameDecoder;
 use crate::app::{App, Phase};
 use crate::clients::ClientInfo;
 use crate::net::ClientStream;
-use crate::session::SessionError;
 pub use rows::{Kind, RowSet, Value};
 
 const CLIENT_LEFT: &str = "client closed the connection";
 
 /// Largest command accepted on the console.
 const MAX_COMMAND: usize = 64 * 1024;
+
+/// How an admin console connection ended in error (the session layer logs it).
+#[derive(Debug, Error)]
+pub enum ConsoleError {
+    #[error("client I/O error: {0}")]
+    ClientIo(#[from] std::io::Error),
+    #[error("invalid message from client: {0}")]
+    Protocol(#[from] wire::WireError),
+}
 
 /// What a command produced.
 pub enum Reply {
@@ -57,7 +67,7 @@ pub async fn serve(
     buf: &mut BytesMut,
     out: &mut BytesMut,
     me: &ClientInfo,
-) -> Result<&'static str, SessionError> {
+) -> Result<&'static str, ConsoleError> {
     build::authentication_ok(out);
     let version = format!("{} (pgvia)", env!("CARGO_PKG_VERSION"));
     for (name, value) in [
@@ -116,7 +126,12 @@ pub async fn serve(
             changed = phase.changed() => {
                 if changed.is_err() || *phase.borrow() != Phase::Running {
                     // The caller sends `out` before closing.
-                    SessionError::Shutdown.write_fatal(out);
+                    ErrorFields::with_code(
+                        Severity::Fatal,
+                        SqlState::ADMIN_SHUTDOWN.0,
+                        "terminating connection: pgvia is shutting down",
+                    )
+                    .write(out);
                     return Ok("shutdown or killed by the admin console");
                 }
             }

@@ -8,7 +8,7 @@ use super::rows::{timestamp, Kind, RowSet, Value};
 use crate::app::App;
 use crate::clients::ClientState;
 use crate::config::{Config, General, PoolDefaults, ADMIN_DATABASES};
-use crate::session::PinReason;
+use crate::pool::PinReason;
 
 use Kind::{Int, Text};
 

@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
-use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use super::family::{family, Labels};
 use crate::admin::census::{server_counts, Census, PoolCensus};
 use crate::app::App;
+use crate::pool::PinReason;
 use crate::pool::Pool;
-use crate::session::PinReason;
 use crate::stats::ERROR_CLASSES;
 
 /// The whole exposition, OpenMetrics text.
@@ -34,8 +34,6 @@ impl fmt::Debug for Scrape {
     }
 }
 
-pub(super) type Labels<'a> = Vec<(&'static str, &'a str)>;
-
 fn pool_labels(p: &Pool) -> Labels<'_> {
     let mut labels = vec![("database", p.key.database.as_str()), ("user", p.key.user.as_str())];
     // A database with several servers has one pool per server.
@@ -43,29 +41,6 @@ fn pool_labels(p: &Pool) -> Labels<'_> {
         labels.push(("host", server));
     }
     labels
-}
-
-/// Writes one metric family: a descriptor, then one sample per label set.
-pub(super) fn family<'a, V: Copy>(
-    enc: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    kind: MetricType,
-    samples: impl IntoIterator<Item = (Labels<'a>, V)>,
-) -> fmt::Result
-where
-    ConstCounter<V>: EncodeMetric,
-    ConstGauge<V>: EncodeMetric,
-{
-    let mut metric = enc.encode_descriptor(name, help, None, kind)?;
-    for (labels, v) in samples {
-        let sample = metric.encode_family(&labels)?;
-        match kind {
-            MetricType::Counter => ConstCounter::new(v).encode(sample)?,
-            _ => ConstGauge::new(v).encode(sample)?,
-        }
-    }
-    Ok(())
 }
 
 impl Collector for Scrape {

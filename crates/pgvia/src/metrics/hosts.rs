@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
-use super::encode::family;
+use super::family::family;
 use crate::app::App;
 use crate::routing::HostState;
 

@@ -4,6 +4,7 @@
 //! reads the pools' atomics and sums the clients' own counters (see `stats.rs`).
 
 mod encode;
+mod family;
 mod health;
 mod hosts;
 

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::Pool;
-use crate::clients::{set_current_state, ClientState};
+use super::{PatronRef, Pool};
 use crate::server::{FirstRequest, ServerConn};
 
 /// A server checked out of a pool. Give it back with [`Checkout::release`], which resets it;
@@ -14,13 +13,32 @@ use crate::server::{FirstRequest, ServerConn};
 pub struct Checkout {
     pool: Arc<Pool>,
     conn: Option<ServerConn>,
+    /// Told when the server is gone again (by any of the ways a checkout ends).
+    patron: Option<PatronRef>,
     _permit: OwnedSemaphorePermit,
 }
 
 impl Checkout {
-    pub(super) fn new(pool: Arc<Pool>, mut conn: ServerConn, permit: OwnedSemaphorePermit) -> Self {
+    pub(super) fn new(
+        pool: Arc<Pool>,
+        mut conn: ServerConn,
+        patron: Option<PatronRef>,
+        permit: OwnedSemaphorePermit,
+    ) -> Self {
         conn.first_request = FirstRequest::Unsent;
-        Self { pool, conn: Some(conn), _permit: permit }
+        Self { pool, conn: Some(conn), patron, _permit: permit }
+    }
+
+    /// Serves `patron` from now on (a server taken before its client was registered).
+    pub fn attach(&mut self, patron: PatronRef) {
+        patron.served(Duration::ZERO);
+        self.patron = Some(patron);
+    }
+
+    fn unserved(&self) {
+        if let Some(p) = &self.patron {
+            p.unserved();
+        }
     }
 
     pub fn pool(&self) -> &Arc<Pool> {
@@ -43,7 +61,7 @@ impl Checkout {
     /// `unsent`: see [`ServerConn::reset`].
     pub async fn release(mut self, unsent: &[u8], reset_query: &str, reset_timeout: Duration) {
         let Some(mut conn) = self.conn.take() else { return };
-        set_current_state(ClientState::Idle);
+        self.unserved();
         self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
         match conn.reset(unsent, reset_query, reset_timeout).await {
             Ok(()) => self.pool.put_idle(conn),
@@ -72,7 +90,7 @@ impl Checkout {
 
     fn give_back(mut self, clean_enough: impl FnOnce(&ServerConn) -> bool) {
         let Some(conn) = self.conn.take() else { return };
-        set_current_state(ClientState::Idle);
+        self.unserved();
         self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
         if conn.broken || !conn.tracker.is_quiescent() || !clean_enough(&conn) {
             self.pool.close_conn(conn, "given back in use");
@@ -85,7 +103,7 @@ impl Checkout {
 impl Drop for Checkout {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            set_current_state(ClientState::Idle);
+            self.unserved();
             self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
             self.pool.close_conn(conn, "released without reset");
         }

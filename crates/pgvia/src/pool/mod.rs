@@ -5,8 +5,9 @@
 //! permits are the pool size, so the list lock is held only to push or pop, never across I/O.
 
 mod checkout;
-mod group;
 mod maintain;
+mod patron;
+mod pin;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -18,13 +19,12 @@ use thiserror::Error;
 use tokio::sync::{watch, Semaphore};
 
 pub use checkout::Checkout;
-pub use group::PoolGroup;
+pub use patron::{Patron, PatronRef};
+pub use pin::PinReason;
 
-use crate::clients::{set_current_state, ClientState};
 use crate::config::PoolSettings;
 use crate::prepared::{ClientStatements, Registry, ServerStatements};
 use crate::server::{ServerAddress, ServerConn, ServerError, ServerParams};
-use crate::session::PinReason;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PoolKey {
@@ -208,21 +208,21 @@ impl Pool {
     /// Takes a server for a client, waiting up to the checkout timeout for one to be free.
     /// A pool a reload replaced hands the request to its successor; a paused pool makes the
     /// client wait (without a time limit) until it is resumed.
-    pub async fn checkout(self: &Arc<Self>) -> Result<Checkout, PoolError> {
+    pub async fn checkout(self: &Arc<Self>, patron: Option<&PatronRef>) -> Result<Checkout, PoolError> {
         let mut pool = self.current();
+        if let Some(p) = patron {
+            p.waiting();
+        }
         loop {
-            set_current_state(ClientState::Waiting);
-            let result = pool.checkout_here().await;
-            match result {
+            match pool.checkout_here(patron).await {
                 Err(PoolError::Closed { .. }) if pool.successor.load().is_some() => pool = pool.current(),
-                Ok(c) => {
-                    set_current_state(ClientState::Active);
-                    return Ok(c);
-                }
                 Err(e) => {
-                    set_current_state(ClientState::Idle);
+                    if let Some(p) = patron {
+                        p.unserved();
+                    }
                     return Err(e);
                 }
+                ok => return ok,
             }
         }
     }
@@ -236,7 +236,7 @@ impl Pool {
         pool
     }
 
-    async fn checkout_here(self: &Arc<Self>) -> Result<Checkout, PoolError> {
+    async fn checkout_here(self: &Arc<Self>, patron: Option<&PatronRef>) -> Result<Checkout, PoolError> {
         let waited = self.settings.checkout_timeout;
         let started = Instant::now();
         self.stats.clients_waiting.fetch_add(1, Ordering::Relaxed);
@@ -253,7 +253,7 @@ impl Pool {
                 return Err(PoolError::CheckoutTimeout { pool: self.name.clone(), waited });
             }
         };
-        self.checkout_with(permit, started).await
+        self.checkout_with(permit, started, patron).await
     }
 
     /// A server for a client only if the pool has room for one now (an idle server, or fewer
@@ -265,16 +265,14 @@ impl Pool {
             return None;
         }
         let permit = self.permits.clone().try_acquire_owned().ok()?;
-        set_current_state(ClientState::Waiting);
-        let result = self.checkout_with(permit, Instant::now()).await;
-        set_current_state(if result.is_ok() { ClientState::Active } else { ClientState::Idle });
-        Some(result)
+        Some(self.checkout_with(permit, Instant::now(), None).await)
     }
 
     async fn checkout_with(
         self: &Arc<Self>,
         permit: tokio::sync::OwnedSemaphorePermit,
         started: Instant,
+        patron: Option<&PatronRef>,
     ) -> Result<Checkout, PoolError> {
         let conn = match self.take_idle() {
             Some(c) => c,
@@ -283,11 +281,14 @@ impl Pool {
             None => Box::pin(self.connect()).await?,
         };
         let wait = started.elapsed();
-        crate::clients::record_wait(wait, &self.totals);
+        match patron {
+            Some(p) => p.served(wait),
+            None => self.totals.add_wait(wait),
+        }
         self.wait_histogram.observe(wait);
         self.stats.checkouts.fetch_add(1, Ordering::Relaxed);
         self.stats.servers_active.fetch_add(1, Ordering::Relaxed);
-        Ok(Checkout::new(self.clone(), conn, permit))
+        Ok(Checkout::new(self.clone(), conn, patron.cloned(), permit))
     }
 
     /// `PAUSE` (true) or `RESUME` (false) this pool.
@@ -362,7 +363,7 @@ impl Pool {
         if let Some(p) = self.cached_startup_params() {
             return Ok(p);
         }
-        let checkout = self.checkout().await?;
+        let checkout = self.checkout(None).await?;
         checkout.give_back_unused();
         self.cached_startup_params().ok_or_else(|| PoolError::Closed { pool: self.name.clone() })
     }

@@ -4,22 +4,19 @@
 //! A statement is registered once ([`Registry`]) as immutable metadata shared by pointer;
 //! each client maps its names to those ([`ClientStatements`]); each server connection holds
 //! statements under pgvia's names in a bounded LRU ([`ServerStatements`]). The relay
-//! rewrites the client's Parse/Bind/Describe/Close to pgvia's names ([`forward`]), injects a
+//! rewrites the client's Parse/Bind/Describe/Close to pgvia's names (`server::forward`), injects a
 //! Parse where the chosen server lacks the statement, and answers a Parse or Close itself
 //! where the server need not hear it. Every injected or answered message has its place in
 //! the server's expected-reply queue, so replies reach the client in order, and what pgvia
-//! recorded for a request the server skipped is undone ([`settle`]).
+//! recorded for a request the server skipped is undone (`server::forward::settle`).
 
 mod client;
-pub mod forward;
 #[cfg(test)]
 mod limits_tests;
 mod registry;
 pub mod replay;
 mod server;
 pub mod sql;
-#[cfg(test)]
-mod tests;
 
 use std::sync::Arc;
 
@@ -28,8 +25,6 @@ pub use registry::{
     Caps, PurgePolicy, Registry, RegistrySnapshot, Statement, StatementLimit, SERVER_NAME_PREFIX,
 };
 pub use server::ServerStatements;
-
-use crate::server::tracker::Finished;
 
 /// Bookkeeping on a server's statements made when a request was sent.
 #[derive(Debug)]
@@ -53,33 +48,4 @@ pub enum ClientEffect {
     Bound { name: Box<str>, prev: Option<Arc<Statement>> },
     /// A Close unbound `name`, which meant `stmt`.
     Closed { name: Box<str>, stmt: Arc<Statement> },
-}
-
-/// Applies the outcome of settled requests: what succeeded gives back the references it no
-/// longer needs; what the server failed or skipped is undone, newest first. Without a client
-/// (it has left), only the references are given back.
-pub fn settle(
-    finished: impl DoubleEndedIterator<Item = Finished>,
-    server: &mut ServerStatements,
-    mut client: Option<&mut ClientStatements>,
-) {
-    for f in finished.rev() {
-        if !f.ok {
-            match f.server_effect {
-                Some(ServerEffect::Prepared(id)) => server.forget(id),
-                Some(ServerEffect::Evicted(stmt)) => server.restore(stmt),
-                Some(ServerEffect::Unnamed { prev }) => server.unnamed = prev,
-                Some(ServerEffect::ReplayFrom { .. }) | None => {}
-            }
-        }
-        let Some(effect) = f.client_effect else { continue };
-        match (effect, f.ok, client.as_deref_mut()) {
-            (ClientEffect::Bound { name, prev }, false, Some(c)) => c.restore(&name, prev),
-            (ClientEffect::Closed { name, stmt }, false, Some(c)) => c.restore(&name, Some(stmt)),
-            (ClientEffect::Bound { prev: Some(stmt), .. } | ClientEffect::Closed { stmt, .. }, _, _) => {
-                server.release_client_ref(&stmt)
-            }
-            (ClientEffect::Bound { prev: None, .. }, _, _) => {}
-        }
-    }
 }

@@ -7,6 +7,7 @@
 //! (`ban`). Which role a transaction needs is decided from its SQL in `decide.rs`.
 
 pub mod decide;
+mod group;
 mod health;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -19,6 +20,7 @@ use crate::config::{LoadBalance, RoutingSettings, ServerEntry, ServerRole};
 use crate::server::ServerAddress;
 
 pub use decide::{Decision, Target};
+pub use group::PoolGroup;
 
 /// What a server is now, as last seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

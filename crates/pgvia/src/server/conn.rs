@@ -202,9 +202,16 @@ impl ServerConn {
         }
     }
 
-    async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
-        let (stream, peer) = super::transport::open(addr).await?;
-        let mut conn = ServerConn {
+    /// A connection over `stream` that has said nothing yet (connecting fills in the rest).
+    /// Tests of the exchange use it to play the server's part with scripted frames.
+    #[cfg(test)]
+    pub(crate) fn over(stream: tokio::net::TcpStream, max_frame: usize) -> std::io::Result<Self> {
+        let peer = ServerEndpoint::Tcp(stream.peer_addr()?);
+        Ok(Self::with_stream(ServerStream::Tcp(stream), peer, max_frame))
+    }
+
+    fn with_stream(stream: ServerStream, peer: ServerEndpoint, max_frame: usize) -> Self {
+        ServerConn {
             stream,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             key: BackendKey { process_id: 0, secret: Bytes::new() },
@@ -222,7 +229,12 @@ impl ServerConn {
             cancels: Arc::default(),
             statements: ServerStatements::default(),
             first_request: FirstRequest::Answered,
-        };
+        }
+    }
+
+    async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
+        let (stream, peer) = super::transport::open(addr).await?;
+        let mut conn = Self::with_stream(stream, peer, max_frame);
         let mut out = BytesMut::with_capacity(256);
         // No application_name: a client that sets none must see the empty default, as it
         // would connected directly.
@@ -411,10 +423,10 @@ impl ServerConn {
     }
 
     /// Applies the outcome of settled requests to the statement bookkeeping (see
-    /// [`crate::prepared::settle`]).
+    /// [`super::forward::settle`]).
     pub fn settle_statements(&mut self, client: Option<&mut crate::prepared::ClientStatements>) {
         if self.tracker.has_finished() {
-            crate::prepared::settle(self.tracker.take_finished(), &mut self.statements, client);
+            super::forward::settle(self.tracker.take_finished(), &mut self.statements, client);
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod conn;
 mod error;
+pub mod forward;
 mod reset;
 pub mod tracker;
 pub mod transport;

@@ -14,8 +14,9 @@ use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
 
 use super::error::SessionError;
+use super::exchange::{self, Buffers, RelayEnd};
 use super::memo::QueryMemo;
-use super::relay::{self, Buffers, RelayEnd};
+use super::relay;
 use super::settings;
 use super::state::{self, SessionState};
 use super::statement_mode;
@@ -25,9 +26,10 @@ use crate::cancel::CancelKey;
 use crate::config::{PoolMode, RolePreference};
 use crate::net::ClientStream;
 use crate::notify::Inbox;
-use crate::pool::{Checkout, Pool, PoolGroup};
+use crate::pool::{Checkout, PatronRef, Pool};
 use crate::prepared::ClientStatements;
 use crate::routing::decide::{self, Decision};
+use crate::routing::PoolGroup;
 use crate::routing::Target;
 use crate::server::tracker::{Pending, Replies, Request};
 use crate::server::ServerParams;
@@ -124,6 +126,8 @@ pub struct Session<'a> {
     pub statements: Option<ClientStatements>,
     /// The last simple query's analysis: looked at here and again in the relay.
     pub memo: QueryMemo,
+    /// This client as its pools see it (its state and waits for `SHOW CLIENTS`).
+    pub patron: PatronRef,
 }
 
 impl Session<'_> {
@@ -235,11 +239,12 @@ impl Session<'_> {
                 }
             }
             let Some(checkout) = self.server.as_mut() else { continue };
-            let tracking = release_when_quiescent.then_some(relay::Tracking {
+            let tracking = release_when_quiescent.then_some(exchange::Tracking {
                 analyzer: &self.app.analyzer,
                 memo: &mut self.memo,
                 state: &mut self.state,
-                pool: &self.pool,
+                pool_name: &self.pool.name,
+                pool_stats: &self.pool.stats,
                 refuse_transactions: self.pool.settings.pool_mode == PoolMode::Statement,
                 held: None,
                 open_batch: false,
@@ -361,7 +366,7 @@ impl Session<'_> {
             // small one with its first read (tokio's read_buf makes 64 bytes of room): an idle
             // client costs no read buffer.
             if self.bufs.from_client.capacity() > 0 {
-                relay::ensure_room(&mut self.bufs.from_client, relay::IDLE_READ);
+                exchange::ensure_room(&mut self.bufs.from_client, exchange::IDLE_READ);
             }
             // Replies of the last transaction may still be on their way to the client.
             let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
@@ -376,7 +381,7 @@ impl Session<'_> {
                 frame = relay::next_notification(&mut inbox), if inbox.is_some() => {
                     self.bufs.to_client.extend_from_slice(&frame);
                     if let Some(inbox) = inbox.as_mut() {
-                        inbox.drain_into(&mut self.bufs.to_client, relay::IDLE_READ * 32);
+                        inbox.drain_into(&mut self.bufs.to_client, exchange::IDLE_READ * 32);
                     }
                 }
                 wait = self.timers.expired(), if self.timers.armed() => {
@@ -389,7 +394,7 @@ impl Session<'_> {
                 match r {
                     Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
                     Ok(n) => {
-                        self.bufs.meter.from_client(n);
+                        self.bufs.meter.client_bytes(n);
                         self.timers.restart();
                     }
                 },
@@ -509,6 +514,32 @@ impl Session<'_> {
         applied
     }
 
+    /// After the relay lost its server: when the client's first request can have left
+    /// nothing on it, drops the server and puts the request back, to be sent to another one
+    /// (retry.rs). Returns whether it did.
+    fn retry_elsewhere(&mut self, error: &crate::server::ServerError) -> bool {
+        let Some(checkout) = self.server.as_mut() else { return false };
+        let pool = checkout.pool().clone();
+        let conn = checkout.conn();
+        if !self.bufs.first.begin_retry(&pool.name, conn, error) {
+            return false;
+        }
+        // The statement bookkeeping of what was sent is undone, as for requests a server
+        // refused, so the request finds the client's statements as they were.
+        conn.tracker.abandon();
+        conn.settle_statements(self.statements.as_mut());
+        conn.broken = true;
+        self.cancel.slot.set(None);
+        // Dropped, not given back: the guard closes a broken server.
+        self.server = None;
+        let (request, begin) = self.bufs.first.kept();
+        self.deferred_begin = begin.cloned();
+        self.bufs.to_server.clear();
+        self.bufs.from_client.clear();
+        self.bufs.from_client.extend_from_slice(request);
+        true
+    }
+
     /// Whether this session picks a server per transaction (several servers, transaction
     /// or statement mode).
     fn routes_transactions(&self) -> bool {
@@ -519,7 +550,7 @@ impl Session<'_> {
     async fn checkout(&mut self) -> Result<Checkout, SessionError> {
         if self.group.is_single() {
             self.on_replica = false;
-            return Ok(self.pool.checkout().await?);
+            return Ok(self.pool.checkout(Some(&self.patron)).await?);
         }
         if self.group.hosts.is_retired() {
             // A reload changed the database's servers.
@@ -531,7 +562,7 @@ impl Session<'_> {
             }
         }
         let (target, by_analysis) = self.route();
-        let checkout = self.group.checkout(target).await?;
+        let checkout = self.group.checkout(target, Some(&self.patron)).await?;
         let primary = self.group.hosts.primary().and_then(|i| self.group.pools.get(i));
         self.on_replica = by_analysis
             && target == Target::Replica

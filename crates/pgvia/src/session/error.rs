@@ -39,6 +39,21 @@ pub enum SessionError {
     LoginTimeout(std::time::Duration),
 }
 
+impl From<crate::app::Refusal> for SessionError {
+    fn from(r: crate::app::Refusal) -> Self {
+        Self::Refused { code: r.code, message: r.message }
+    }
+}
+
+impl From<crate::admin::ConsoleError> for SessionError {
+    fn from(e: crate::admin::ConsoleError) -> Self {
+        match e {
+            crate::admin::ConsoleError::ClientIo(e) => Self::ClientIo(e),
+            crate::admin::ConsoleError::Protocol(e) => Self::Protocol(e),
+        }
+    }
+}
+
 impl SessionError {
     pub fn refused(code: SqlState, message: impl Into<String>) -> Self {
         Self::Refused { code, message: message.into() }

@@ -5,10 +5,13 @@
 //! strings them together.
 
 mod client;
+mod client_scan;
 mod error;
+mod exchange;
 mod local;
 mod login;
 mod memo;
+mod meter;
 mod pipelined;
 mod relay;
 mod retry;
@@ -18,6 +21,7 @@ mod startup;
 mod state;
 mod statement_mode;
 mod timeouts;
+mod turns;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,7 +36,6 @@ use wire::{build, FrameDecoder};
 
 pub use error::SessionError;
 use startup::Opening;
-pub use state::PinReason;
 
 use crate::app::App;
 use crate::clients::ClientIdentity;
@@ -147,7 +150,7 @@ async fn logged_in(
             };
             tracing::info!(client = handle.info.id, addr = %ends.peer, user = %identity.user, duration = ?since.elapsed(), %reason, "admin console client disconnected");
         }
-        return result.map(|_| ());
+        return result.map(|_| ()).map_err(SessionError::from);
     }
     let Some(database) = config.database_for_client(&identity.database) else {
         return Err(SessionError::refused(
@@ -208,9 +211,11 @@ async fn logged_in(
 
     let handle = app.clients.register(who(false), since, Some(cancel.slot.clone()), || app.phase());
     let info = handle.info.clone();
-    if let Some(checkout) = &owned {
+    let patron: crate::pool::PatronRef = info.clone();
+    let mut owned = owned;
+    if let Some(checkout) = &mut owned {
         cancel.slot.set(Some(checkout.conn_ref().cancel_target()));
-        info.set_state(crate::clients::ClientState::Active);
+        checkout.attach(patron.clone());
     }
     if config.general.log_connections {
         tracing::info!(client = info.id, addr = %ends.peer, user = %identity.user, database = %identity.database, "client connected");
@@ -218,8 +223,8 @@ async fn logged_in(
     // Built in a block: the parts moved into the session are then not kept a second time
     // in this function's future, which every idle client carries.
     let mut session = {
-        let mut bufs = relay::Buffers::new();
-        bufs.meter = crate::stats::Meter::new(info.clone(), config.general.slow_query_threshold);
+        let mut bufs = exchange::Buffers::new();
+        bufs.meter = meter::Meter::new(info.clone(), config.general.slow_query_threshold);
         if buf.is_empty() {
             *buf = BytesMut::new();
         } else {
@@ -253,20 +258,16 @@ async fn logged_in(
             inbox: None,
             statements,
             memo: memo::QueryMemo::default(),
+            patron,
         }
     };
     drop(config);
-    let reason = crate::clients::CURRENT
-        .scope(info.clone(), async {
-            let reason = session.run(out).await;
-            // The server is reset (or closed) while the client hears why it was closed, not
-            // after: a client that stopped reading must not keep the server, its locks and
-            // its pool slot, and the client need not wait for the reset's round trips.
-            let (checkout, unsent) = session.take_server();
-            tokio::join!(client::release(app, checkout, &unsent), last_words(session.client, out));
-            reason
-        })
-        .await;
+    let reason = session.run(out).await;
+    // The server is reset (or closed) while the client hears why it was closed, not after:
+    // a client that stopped reading must not keep the server, its locks and its pool slot,
+    // and the client need not wait for the reset's round trips.
+    let (checkout, unsent) = session.take_server();
+    tokio::join!(client::release(app, checkout, &unsent), last_words(session.client, out));
     handle.leave(&session.pool.totals);
     if app.config().general.log_connections {
         tracing::info!(

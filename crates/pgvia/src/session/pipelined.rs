@@ -9,7 +9,7 @@
 use wire::frontend;
 use wire::FrameDecoder;
 
-use super::relay::{Held, Tracking};
+use super::exchange::{Held, Tracking};
 use crate::routing::decide::MAX_WAIT_FOR_SYNC;
 use crate::server::ServerConn;
 

@@ -10,8 +10,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::client::Session;
-use crate::server::{FirstRequest, ServerError};
+use crate::server::{FirstRequest, ServerConn, ServerError};
 
 /// First requests larger than this are not kept, and so not retried: a copy per checkout
 /// must stay cheap.
@@ -80,44 +79,34 @@ impl FirstAttempt {
 /// Tried servers beyond the first, over every session (for tests and logs).
 pub static FIRST_REQUEST_RETRIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-impl Session<'_> {
-    /// After the relay lost its server: when the client's first request can have left
-    /// nothing on it, drops the server and puts the request back, to be sent to another one.
-    /// Returns whether it did.
-    pub(super) fn retry_elsewhere(&mut self, error: &ServerError) -> bool {
-        let Some(checkout) = self.server.as_mut() else { return false };
-        let first = &mut self.bufs.first;
-        let pool = checkout.pool().clone();
-        let conn = checkout.conn();
-        if first.kept != Kept::Yes || !conn.first_request.may_retry() || first.tries + 1 >= MAX_TRIES {
-            tracing::debug!(pool = %pool.name, first_request = ?conn.first_request, tries = first.tries, %error, buffered = conn.read_buf.len(), pid = conn.key.process_id, age_ms = conn.created.elapsed().as_millis() as u64, "the request cannot go to another server");
+impl FirstAttempt {
+    /// After `conn` failed with `error`: whether the first request can have left nothing on it
+    /// and may go to another server. If so it is marked as being retried (the next [`keep`]
+    /// keeps it as it is) and counted.
+    ///
+    /// [`keep`]: FirstAttempt::keep
+    pub(super) fn begin_retry(&mut self, pool: &str, conn: &ServerConn, error: &ServerError) -> bool {
+        if self.kept != Kept::Yes || !conn.first_request.may_retry() || self.tries + 1 >= MAX_TRIES {
+            tracing::debug!(pool, first_request = ?conn.first_request, tries = self.tries, %error, buffered = conn.read_buf.len(), pid = conn.key.process_id, age_ms = conn.created.elapsed().as_millis() as u64, "the request cannot go to another server");
             return false;
         }
-        first.tries += 1;
-        first.kept = Kept::Retrying;
+        self.tries += 1;
+        self.kept = Kept::Retrying;
         FIRST_REQUEST_RETRIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let sent = conn.first_request != FirstRequest::Unsent;
         tracing::info!(
-            pool = %pool.name,
+            pool,
             server = conn.id,
             pid = conn.key.process_id,
             %error,
             sent,
             "server connection died before answering the client's first request; running it on another server"
         );
-        // The statement bookkeeping of what was sent is undone, as for requests a server
-        // refused, so the request finds the client's statements as they were.
-        conn.tracker.abandon();
-        conn.settle_statements(self.statements.as_mut());
-        conn.broken = true;
-        self.cancel.slot.set(None);
-        // Dropped, not given back: the guard closes a broken server.
-        self.server = None;
-        let first = &self.bufs.first;
-        self.deferred_begin = first.begin.clone();
-        self.bufs.to_server.clear();
-        self.bufs.from_client.clear();
-        self.bufs.from_client.extend_from_slice(&first.request);
         true
+    }
+
+    /// The kept request, and the `BEGIN` pgvia answered ahead of it.
+    pub(super) fn kept(&self) -> (&[u8], Option<&Bytes>) {
+        (&self.request, self.begin.as_ref())
     }
 }

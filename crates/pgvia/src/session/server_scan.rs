@@ -3,12 +3,12 @@
 
 use bytes::{Buf, BytesMut};
 
-use crate::prepared::forward::write_answer;
+use super::meter::Meter;
+use crate::server::forward::write_answer;
 use crate::server::tracker::{Answer, Fate};
 use crate::server::{FirstReply, FirstRequest, ServerConn, ServerError, ServerEvent};
-use crate::stats::Meter;
 
-use super::relay::{move_prefix, RelayEnd};
+use super::exchange::{move_prefix, RelayEnd};
 
 /// Gives the replies pgvia owes in the server's place whose turn has come.
 /// Returns whether the last of them answered a whole query.

@@ -89,7 +89,7 @@ pub async fn check_at_login(
     }
     let calls = wanted.iter().map(|(k, v)| (k.as_str(), Some(v.as_str())));
     let Some(select) = set_config_select(calls, true) else { return Ok(Arc::default()) };
-    let mut checkout = pool.checkout().await?;
+    let mut checkout = pool.checkout(None).await?;
     let result = checkout.conn().query_rows_noticed(&select, timeout).await;
     // The check leaves the server as it found it (in transaction mode possibly carrying an
     // earlier client's settings, which pgvia tracks), so it goes back as it came.

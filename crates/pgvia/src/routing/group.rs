@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Checkout, Pool, PoolError};
-use crate::routing::{Hosts, Target};
+use super::{Hosts, Target};
+use crate::pool::{Checkout, PatronRef, Pool, PoolError};
 
 /// One pool per server of the database, in the order of [`Hosts::all`].
 #[derive(Debug)]
@@ -30,9 +30,9 @@ impl PoolGroup {
     /// Checks out a server of the kind `target` asks for. A server that cannot be reached
     /// is banned and another one tried; with no primary known, waits for the health checker
     /// to find one, up to the pool's checkout timeout.
-    pub async fn checkout(&self, target: Target) -> Result<Checkout, PoolError> {
+    pub async fn checkout(&self, target: Target, patron: Option<&PatronRef>) -> Result<Checkout, PoolError> {
         if self.is_single() {
-            return self.pools[0].checkout().await;
+            return self.pools[0].checkout(patron).await;
         }
         let waited = self.pools[0].settings.checkout_timeout;
         let deadline = Instant::now() + waited;
@@ -46,7 +46,7 @@ impl PoolGroup {
                 self.hosts.changed(left).await;
                 continue;
             };
-            match self.pools[i].checkout().await {
+            match self.pools[i].checkout(patron).await {
                 Ok(c) => {
                     self.hosts.all()[i].routed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     return Ok(c);

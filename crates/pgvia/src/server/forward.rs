@@ -13,12 +13,14 @@ use wire::build::{self, ErrorFields};
 use wire::frontend::{tag, Oids, Parse};
 use wire::sqlstate::SqlState;
 
-use super::ServerStatements;
 use std::ops::Range;
 
-use super::sql::{with_name, SQL_PREPARE_KEY};
-use super::{is_reserved_name, ClientEffect, ClientStatements, ServerEffect, Statement, StatementLimit};
-use crate::server::tracker::{Answer, Pending, Replies, ReplyTracker, Request};
+use super::tracker::{Answer, Finished, Pending, Replies, ReplyTracker, Request};
+use crate::prepared::sql::{with_name, SQL_PREPARE_KEY};
+use crate::prepared::{
+    is_reserved_name, ClientEffect, ClientStatements, ServerEffect, ServerStatements, Statement,
+    StatementLimit,
+};
 use wire::backend::TransactionStatus;
 
 /// What of a server connection statement handling needs (no socket: testable alone).
@@ -71,7 +73,7 @@ impl Forward<'_> {
         };
         let prev = match self.client.bind_name(p.name, stmt.clone()) {
             Ok(prev) => prev,
-            Err(super::DuplicateName) => {
+            Err(crate::prepared::DuplicateName) => {
                 let message = format!("prepared statement \"{}\" already exists", p.name);
                 let error = error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message);
                 fail(&mut self.server, self.out, run, error);
@@ -203,7 +205,7 @@ impl Forward<'_> {
         };
         let prev = match self.client.bind_name(name, stmt.clone()) {
             Ok(prev) => prev,
-            Err(super::DuplicateName) => {
+            Err(crate::prepared::DuplicateName) => {
                 let message = format!("prepared statement \"{name}\" already exists");
                 let error = error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message);
                 fail_query(&mut self.server, self.out, run, error);
@@ -390,7 +392,7 @@ impl Forward<'_> {
 fn inject_parse(
     server: &mut ServerSide<'_>,
     out: &mut BytesMut,
-    registry: &super::Registry,
+    registry: &crate::prepared::Registry,
     stmt: &Statement,
     name_cstr: &[u8],
     effect: ServerEffect,
@@ -532,3 +534,36 @@ pub fn write_answer(out: &mut BytesMut, answer: Answer) {
         }
     }
 }
+
+/// Applies the outcome of settled requests: what succeeded gives back the references it no
+/// longer needs; what the server failed or skipped is undone, newest first. Without a client
+/// (it has left), only the references are given back.
+pub fn settle(
+    finished: impl DoubleEndedIterator<Item = Finished>,
+    server: &mut ServerStatements,
+    mut client: Option<&mut ClientStatements>,
+) {
+    for f in finished.rev() {
+        if !f.ok {
+            match f.server_effect {
+                Some(ServerEffect::Prepared(id)) => server.forget(id),
+                Some(ServerEffect::Evicted(stmt)) => server.restore(stmt),
+                Some(ServerEffect::Unnamed { prev }) => server.unnamed = prev,
+                Some(ServerEffect::ReplayFrom { .. }) | None => {}
+            }
+        }
+        let Some(effect) = f.client_effect else { continue };
+        match (effect, f.ok, client.as_deref_mut()) {
+            (ClientEffect::Bound { name, prev }, false, Some(c)) => c.restore(&name, prev),
+            (ClientEffect::Closed { name, stmt }, false, Some(c)) => c.restore(&name, Some(stmt)),
+            (ClientEffect::Bound { prev: Some(stmt), .. } | ClientEffect::Closed { stmt, .. }, _, _) => {
+                server.release_client_ref(&stmt)
+            }
+            (ClientEffect::Bound { prev: None, .. }, _, _) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "forward_tests.rs"]
+mod tests;

@@ -8,9 +8,9 @@ use std::time::Duration;
 use bytes::{BufMut, BytesMut};
 use wire::frontend::{FrontendMessage, Oids};
 
-use super::forward::{Forward, Sent, ServerSide};
 use super::*;
-use crate::server::tracker::{Fate, ReplyTracker};
+use crate::prepared::{PurgePolicy, Registry, SERVER_NAME_PREFIX};
+use crate::server::tracker::Fate;
 
 fn registry(policy: PurgePolicy) -> Arc<Registry> {
     Arc::new(Registry::new(policy))
