@@ -30,6 +30,12 @@ pub struct ClusterOptions {
     pub settings: Vec<(String, String)>,
     /// Serve TLS with a fresh self-signed certificate (see [`Cluster::ssl_cert_path`]).
     pub ssl: bool,
+    /// With `ssl`: serve this PEM certificate (chain) and key instead of a self-signed one,
+    /// so a test can make them with its own CA (and client certificates to match).
+    pub ssl_pem: Option<(String, String)>,
+    /// With `ssl`: PEM CA certificates for client certificates (`ssl_ca_file`), which
+    /// PostgreSQL then asks clients for.
+    pub ssl_ca: Option<String>,
     /// Fixed port; `None` picks a free one (and retries if it is taken meanwhile).
     pub port: Option<u16>,
     /// Put the cluster here and never delete it; `None` uses a temp dir removed on drop.
@@ -51,6 +57,8 @@ impl ClusterOptions {
             max_connections: 200,
             settings: Vec::new(),
             ssl: false,
+            ssl_pem: None,
+            ssl_ca: None,
             port: None,
             dir: None,
         }
@@ -78,6 +86,19 @@ impl ClusterOptions {
 
     pub fn ssl(mut self, ssl: bool) -> Self {
         self.ssl = ssl;
+        self
+    }
+
+    /// Trusts these PEM CA certificates for client certificates.
+    pub fn ssl_ca(mut self, ca_pem: impl Into<String>) -> Self {
+        self.ssl_ca = Some(ca_pem.into());
+        self
+    }
+
+    /// Serves TLS with the given PEM certificate and private key.
+    pub fn ssl_pem(mut self, cert_pem: impl Into<String>, key_pem: impl Into<String>) -> Self {
+        self.ssl = true;
+        self.ssl_pem = Some((cert_pem.into(), key_pem.into()));
         self
     }
 }

@@ -10,6 +10,11 @@ use crate::HarnessError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HbaAuth {
     Trust,
+    /// The password in clear text (`password` in pg_hba.conf).
+    Password,
+    /// A TLS client certificate whose CN is the user name (`hostssl ... cert`; needs
+    /// `ClusterOptions::ssl_ca`).
+    Cert,
     Md5,
     #[default]
     ScramSha256,
@@ -19,6 +24,8 @@ impl HbaAuth {
     pub fn as_str(self) -> &'static str {
         match self {
             HbaAuth::Trust => "trust",
+            HbaAuth::Password => "password",
+            HbaAuth::Cert => "cert",
             HbaAuth::Md5 => "md5",
             HbaAuth::ScramSha256 => "scram-sha-256",
         }
@@ -29,7 +36,7 @@ impl HbaAuth {
     pub(crate) fn password_encryption(self) -> &'static str {
         match self {
             HbaAuth::Md5 => "md5",
-            HbaAuth::Trust | HbaAuth::ScramSha256 => "scram-sha-256",
+            HbaAuth::Trust | HbaAuth::Password | HbaAuth::Cert | HbaAuth::ScramSha256 => "scram-sha-256",
         }
     }
 }
@@ -46,10 +53,12 @@ impl FromStr for HbaAuth {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "trust" => Ok(HbaAuth::Trust),
+            "password" => Ok(HbaAuth::Password),
+            "cert" => Ok(HbaAuth::Cert),
             "md5" => Ok(HbaAuth::Md5),
             "scram-sha-256" | "scram" => Ok(HbaAuth::ScramSha256),
             other => Err(HarnessError::InvalidOption(format!(
-                "auth method `{other}` (expected trust, md5 or scram-sha-256)"
+                "auth method `{other}` (expected trust, password, cert, md5 or scram-sha-256)"
             ))),
         }
     }
@@ -64,11 +73,13 @@ impl FromStr for HbaAuth {
 /// chose, with no `host ... trust` line of any kind.
 pub(crate) fn hba_conf(auth: HbaAuth) -> String {
     let m = auth.as_str();
+    // Certificates exist only over TLS.
+    let host = if auth == HbaAuth::Cert { "hostssl" } else { "host " };
     format!(
         "# Written by pgvia's test harness.\n\
          local all         all                trust\n\
-         host  all         all  127.0.0.1/32  {m}\n\
-         host  all         all  ::1/128       {m}\n\
+         {host} all         all  127.0.0.1/32  {m}\n\
+         {host} all         all  ::1/128       {m}\n\
          local replication all                trust\n"
     )
 }

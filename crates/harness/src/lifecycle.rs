@@ -66,8 +66,13 @@ impl Cluster {
         let mut conf = fs::read_to_string(&conf_path).ctx(|| format!("read {}", conf_path.display()))?;
         conf.push_str(&format!("\n# pgvia test harness\ninclude '{HARNESS_CONF}'\n"));
         self.write_owned(&conf_path, &conf)?;
-        if opts.ssl {
-            self.make_certificate()?;
+        match (&opts.ssl_pem, opts.ssl) {
+            (Some((cert, key)), true) => self.write_certificate(cert, key)?,
+            (None, true) => self.make_certificate()?,
+            (_, false) => {}
+        }
+        if let (Some(ca), true) = (&opts.ssl_ca, opts.ssl) {
+            self.write_owned(&data.join("root.crt"), ca)?;
         }
         Ok(())
     }
@@ -152,6 +157,9 @@ impl Cluster {
             for (k, v) in [("ssl", "on"), ("ssl_cert_file", "server.crt"), ("ssl_key_file", "server.key")] {
                 settings.push((k.into(), v.into()));
             }
+            if opts.ssl_ca.is_some() {
+                settings.push(("ssl_ca_file".into(), "root.crt".into()));
+            }
         }
         settings.extend(opts.settings.iter().cloned());
         self.write_owned(&self.data_dir().join(HARNESS_CONF), &render_settings(&settings)?)
@@ -170,6 +178,16 @@ impl Cluster {
         run(&mut openssl)?;
         // The server refuses a key readable by group or others.
         let key = data.join("server.key");
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600))
+            .ctx(|| format!("chmod {}", key.display()))
+    }
+
+    /// A certificate and key the test made.
+    fn write_certificate(&self, cert_pem: &str, key_pem: &str) -> Result<(), HarnessError> {
+        let data = self.data_dir();
+        self.write_owned(&data.join("server.crt"), cert_pem)?;
+        let key = data.join("server.key");
+        self.write_owned(&key, key_pem)?;
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600))
             .ctx(|| format!("chmod {}", key.display()))
     }

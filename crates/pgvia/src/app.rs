@@ -128,7 +128,15 @@ impl App {
         let tls = match (config.general.tls_mode, &config.general.tls_cert_file, &config.general.tls_key_file)
         {
             (TlsMode::Disable, _, _) => None,
-            (_, Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+            (mode, Some(cert), Some(key)) => {
+                let ca = config.general.client_tls_ca_file.as_deref();
+                let certs = match (ca, mode) {
+                    (None, _) => tls::ClientCerts::None,
+                    (Some(_), TlsMode::VerifyCa | TlsMode::VerifyFull) => tls::ClientCerts::Required,
+                    (Some(_), _) => tls::ClientCerts::Optional,
+                };
+                Some(tls::acceptor(cert, key, ca, certs)?)
+            }
             // Validation guarantees both files when TLS is on.
             _ => None,
         };
@@ -197,6 +205,8 @@ impl App {
                 dbname: db.server_dbname().to_owned(),
                 user: u.name.clone(),
                 password: u.password_for_server().map(str::to_owned),
+                tls: db.server_tls(),
+                auth: server_auth_policy(&config, db),
             });
         let hosts = Hosts::new(&db.name, settings, check_addr, config.general.max_message_size as usize);
         map.insert(db.name.clone(), hosts.clone());
@@ -251,7 +261,8 @@ impl App {
     ) -> Arc<Pool> {
         let settings = config.pool_settings(db, user);
         // Pools are made for servers the configuration lists; a stale index gets the first.
-        let addr = pool_address(db, user, key.server).unwrap_or_else(|| first_address(db, user));
+        let addr =
+            pool_address(config, db, user, key.server).unwrap_or_else(|| first_address(config, db, user));
         let (totals, waits) = match replacing {
             Some(old) => (old.totals.clone(), old.wait_histogram.clone()),
             None => Default::default(),
@@ -486,26 +497,40 @@ impl Drop for ClientSlot<'_> {
 /// How pgvia connects to `db`'s server as `user`.
 /// Where the pool of (`db`, `user`) for server `server` connects: `None` is the database's
 /// one server (`host`/`port`, or the first of `servers`). `None` when there is no such server.
-pub(crate) fn pool_address(db: &Database, user: &User, server: Option<usize>) -> Option<ServerAddress> {
+pub(crate) fn pool_address(
+    config: &Config,
+    db: &Database,
+    user: &User,
+    server: Option<usize>,
+) -> Option<ServerAddress> {
     match server {
-        None => Some(first_address(db, user)),
-        Some(i) => db.servers.get(i).map(|s| address(db, user, &s.host, s.port)),
+        None => Some(first_address(config, db, user)),
+        Some(i) => db.servers.get(i).map(|s| address(config, db, user, &s.host, s.port)),
     }
 }
 
 /// The database's one server, or the first it lists.
-fn first_address(db: &Database, user: &User) -> ServerAddress {
+fn first_address(config: &Config, db: &Database, user: &User) -> ServerAddress {
     let (host, port) = db.first_server();
-    address(db, user, host, port)
+    address(config, db, user, host, port)
 }
 
-fn address(db: &Database, user: &User, host: &str, port: u16) -> ServerAddress {
+fn address(config: &Config, db: &Database, user: &User, host: &str, port: u16) -> ServerAddress {
     ServerAddress {
         host: host.to_owned(),
         port,
         dbname: db.server_dbname().to_owned(),
         user: user.name.clone(),
         password: user.password_for_server().map(str::to_owned),
+        tls: db.server_tls(),
+        auth: server_auth_policy(config, db),
+    }
+}
+
+fn server_auth_policy(config: &Config, db: &Database) -> crate::auth::ServerAuthPolicy {
+    crate::auth::ServerAuthPolicy {
+        plain_passwords: db.plain_passwords(),
+        max_scram_iterations: config.general.server_scram_max_iterations,
     }
 }
 

@@ -5,7 +5,6 @@
 //! its current target through a lock-free slot each time it takes or gives back a server.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -16,13 +15,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use subtle::ConstantTimeEq;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::Notify;
+
+use crate::net::ServerEndpoint;
 
 /// Where to send a cancel for a client's running query.
 #[derive(Debug, Clone)]
 pub struct CancelTarget {
-    pub server: SocketAddr,
+    pub server: ServerEndpoint,
     pub process_id: u32,
     pub secret: Bytes,
     /// The server connection's count of cancels under way.
@@ -70,7 +71,7 @@ impl Drop for InFlightGuard {
 
 #[derive(Debug)]
 pub struct CancelSlot {
-    secret: [u8; 4],
+    secret: Box<[u8]>,
     target: ArcSwapOption<CancelTarget>,
 }
 
@@ -96,7 +97,8 @@ pub struct CancelRegistry {
 /// A client's registration; dropping it forgets the key.
 pub struct CancelKey {
     pub process_id: u32,
-    pub secret: [u8; 4],
+    /// 4 bytes for a protocol 3.0 client, 32 for 3.2.
+    pub secret: Box<[u8]>,
     pub slot: Arc<CancelSlot>,
     registry: Arc<CancelRegistry>,
 }
@@ -114,8 +116,8 @@ impl Drop for CancelKey {
 }
 
 impl CancelRegistry {
-    /// Issues a fresh random key for a new client.
-    pub fn register(self: &Arc<Self>) -> CancelKey {
+    /// Issues a fresh random key, with a secret of `secret_len` bytes, for a new client.
+    pub fn register(self: &Arc<Self>, secret_len: usize) -> CancelKey {
         let mut rng = rand::thread_rng();
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         let process_id = loop {
@@ -126,45 +128,49 @@ impl CancelRegistry {
                 break id;
             }
         };
-        self.insert(&mut slots, process_id, &mut rng)
+        self.insert(&mut slots, process_id, secret_len, &mut rng)
     }
 
     /// Issues a key with a given process id (a session-mode client's real backend pid) and
     /// a random secret no other key with that id has.
-    pub fn register_as(self: &Arc<Self>, process_id: u32) -> CancelKey {
+    pub fn register_as(self: &Arc<Self>, process_id: u32, secret_len: usize) -> CancelKey {
         let mut rng = rand::thread_rng();
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        self.insert(&mut slots, process_id, &mut rng)
+        self.insert(&mut slots, process_id, secret_len, &mut rng)
     }
 
     fn insert(
         self: &Arc<Self>,
         slots: &mut HashMap<u32, Vec<Arc<CancelSlot>>>,
         process_id: u32,
+        secret_len: usize,
         rng: &mut impl RngCore,
     ) -> CancelKey {
         let list = slots.entry(process_id).or_default();
         let secret = loop {
-            let mut secret = [0u8; 4];
+            let mut secret = vec![0u8; secret_len].into_boxed_slice();
             rng.fill_bytes(&mut secret);
             if !list.iter().any(|s| s.secret == secret) {
                 break secret;
             }
         };
-        let slot = Arc::new(CancelSlot { secret, target: ArcSwapOption::empty() });
+        let slot = Arc::new(CancelSlot { secret: secret.clone(), target: ArcSwapOption::empty() });
         list.push(slot.clone());
         CancelKey { process_id, secret, slot, registry: self.clone() }
     }
 
     /// The server to cancel for a client's key, if the key is valid and the client is using
     /// a server right now.
+    /// Either length is accepted from anyone: a secret of the wrong length simply matches
+    /// no key (the comparison is constant-time over equal lengths).
     pub fn lookup(&self, process_id: u32, secret: &[u8]) -> Option<ArmedCancel> {
-        if secret.len() != 4 {
-            return None;
-        }
         let slot = {
             let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-            slots.get(&process_id)?.iter().find(|s| bool::from(s.secret.ct_eq(secret))).cloned()?
+            slots
+                .get(&process_id)?
+                .iter()
+                .find(|s| s.secret.len() == secret.len() && bool::from(s.secret.ct_eq(secret)))
+                .cloned()?
         };
         let target = slot.target.load_full()?;
         // Counted in flight before the target is confirmed: a session giving its server back
@@ -197,16 +203,28 @@ impl ArmedCancel {
 
 pub async fn forward(cancel: ArmedCancel, timeout: Duration) -> std::io::Result<()> {
     let target = &cancel.target;
+    let mut out = BytesMut::with_capacity(16);
+    wire::build::cancel_request(&mut out, target.process_id, &target.secret);
+    // Sent in the clear, as libpq does: a cancel carries no password and PostgreSQL takes it
+    // on any connection, TLS-configured or not.
     let send = async {
-        let mut stream = TcpStream::connect(target.server).await?;
-        let mut out = BytesMut::with_capacity(16);
-        wire::build::cancel_request(&mut out, target.process_id, &target.secret);
-        stream.write_all(&out).await?;
-        let mut sink = [0u8; 64];
-        while stream.read(&mut sink).await? > 0 {}
-        Ok(())
+        match &target.server {
+            ServerEndpoint::Tcp(addr) => send_and_wait(TcpStream::connect(addr).await?, &out).await,
+            ServerEndpoint::Unix(path) => send_and_wait(UnixStream::connect(path).await?, &out).await,
+        }
     };
     tokio::time::timeout(timeout, send).await.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+}
+
+/// Writes the request and waits for the server to close the connection (it answers nothing).
+async fn send_and_wait<S>(mut stream: S, request: &[u8]) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    stream.write_all(request).await?;
+    let mut sink = [0u8; 64];
+    while stream.read(&mut sink).await? > 0 {}
+    Ok(())
 }
 
 #[cfg(test)]
@@ -216,9 +234,9 @@ mod tests {
     #[test]
     fn keys_resolve_only_with_the_right_secret() {
         let reg = Arc::new(CancelRegistry::default());
-        let key = reg.register();
+        let key = reg.register(4);
         let target = CancelTarget {
-            server: "127.0.0.1:5432".parse().unwrap(),
+            server: ServerEndpoint::Tcp("127.0.0.1:5432".parse().unwrap()),
             process_id: 42,
             secret: Bytes::from_static(b"abcd"),
             in_flight: Arc::default(),
@@ -226,11 +244,11 @@ mod tests {
         assert!(reg.lookup(key.process_id, &key.secret).is_none(), "no server yet");
         key.slot.set(Some(target.clone()));
         assert_eq!(reg.lookup(key.process_id, &key.secret).map(|t| t.target.process_id), Some(42));
-        let mut wrong = key.secret;
+        let mut wrong = key.secret.clone();
         wrong[0] ^= 1;
         assert!(reg.lookup(key.process_id, &wrong).is_none());
         let pid = key.process_id;
-        let secret = key.secret;
+        let secret = key.secret.clone();
         drop(key);
         assert!(reg.lookup(pid, &secret).is_none(), "stale key");
     }
@@ -238,10 +256,10 @@ mod tests {
     #[test]
     fn real_pids_shared_by_two_servers_keep_their_own_targets() {
         let reg = Arc::new(CancelRegistry::default());
-        let (a, b) = (reg.register_as(4242), reg.register_as(4242));
+        let (a, b) = (reg.register_as(4242, 4), reg.register_as(4242, 32));
         assert_ne!(a.secret, b.secret);
         let target = |pid| CancelTarget {
-            server: "127.0.0.1:5432".parse().unwrap(),
+            server: ServerEndpoint::Tcp("127.0.0.1:5432".parse().unwrap()),
             process_id: pid,
             secret: Bytes::from_static(b"abcd"),
             in_flight: Arc::default(),
@@ -250,10 +268,28 @@ mod tests {
         b.slot.set(Some(target(2)));
         assert_eq!(reg.lookup(4242, &a.secret).map(|t| t.target.process_id), Some(1));
         assert_eq!(reg.lookup(4242, &b.secret).map(|t| t.target.process_id), Some(2));
-        let b_secret = b.secret;
+        let b_secret = b.secret.clone();
         drop(b);
         assert!(reg.lookup(4242, &b_secret).is_none());
         assert_eq!(reg.lookup(4242, &a.secret).map(|t| t.target.process_id), Some(1));
+    }
+
+    #[test]
+    fn protocol_3_2_keys_are_long_and_only_match_whole() {
+        let reg = Arc::new(CancelRegistry::default());
+        let key = reg.register(32);
+        assert_eq!(key.secret.len(), 32);
+        key.slot.set(Some(CancelTarget {
+            server: ServerEndpoint::Tcp("127.0.0.1:5432".parse().unwrap()),
+            process_id: 7,
+            secret: Bytes::from_static(b"abcd"),
+            in_flight: Arc::default(),
+        }));
+        assert!(reg.lookup(key.process_id, &key.secret).is_some());
+        assert!(reg.lookup(key.process_id, &key.secret[..4]).is_none(), "a prefix is not the key");
+        let mut longer = key.secret.to_vec();
+        longer.push(0);
+        assert!(reg.lookup(key.process_id, &longer).is_none());
     }
 
     #[tokio::test]

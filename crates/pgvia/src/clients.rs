@@ -52,7 +52,7 @@ impl ClientState {
 /// Who a client is; fixed at login.
 #[derive(Debug, Clone)]
 pub struct ClientIdentity {
-    pub peer: SocketAddr,
+    pub peer: crate::net::ClientPeer,
     pub local: Option<SocketAddr>,
     pub user: String,
     pub database: String,

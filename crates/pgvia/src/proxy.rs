@@ -1,7 +1,7 @@
 //! The accept loop and the shutdown sequence.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +10,12 @@ use tokio::net::TcpListener;
 
 use crate::app::{App, AppError, Phase};
 use crate::config::Config;
+use crate::net::listener::UnixSocket;
+use crate::net::{ClientPeer, ClientStream};
+
+/// Clients on the Unix socket have no address: for the per-address login limits they all count
+/// as this one (`0.0.0.0`, which no TCP client can come from).
+const UNIX_CLIENTS: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 
 #[derive(Debug, Error)]
 pub enum ProxyError {
@@ -26,6 +32,8 @@ pub struct Proxy {
     listener: TcpListener,
     /// `/metrics` and `/health`, when `general.metrics_listen` is set.
     metrics: Option<TcpListener>,
+    /// The Unix socket, when `general.unix_socket_dir` is set.
+    unix: Option<UnixSocket>,
 }
 
 /// How long sessions get to send their last words after `shutdown_timeout` has passed.
@@ -42,18 +50,31 @@ impl Proxy {
         let listener = crate::net::listener::bind(&host, port)
             .await
             .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
+        // Named after the port actually bound (a test's port 0 becomes a real one).
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
+        let unix = match &app.config().general.unix_socket_dir {
+            Some(dir) => Some(crate::net::listener::bind_unix(dir, port).map_err(|source| {
+                ProxyError::Bind { addr: format!("{}/.s.PGSQL.{port}", dir.display()), source }
+            })?),
+            None => None,
+        };
         let metrics = match metrics_addr {
             Some(addr) => Some(
                 TcpListener::bind(addr.as_str()).await.map_err(|source| ProxyError::Bind { addr, source })?,
             ),
             None => None,
         };
-        Ok(Self { app, listener, metrics })
+        Ok(Self { app, listener, metrics, unix })
     }
 
     /// Where `/metrics` is served, if it is.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The Unix socket file, if pgvia listens on one.
+    pub fn unix_socket_path(&self) -> Option<&std::path::Path> {
+        self.unix.as_ref().map(|u| u.path.as_path())
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -68,7 +89,8 @@ impl Proxy {
     /// at once, sessions finish their transactions for up to `shutdown_timeout`, and whoever
     /// is left is told 57P01 and closed.
     pub async fn run(self, stop: impl Future<Output = ()>) {
-        let Proxy { app, listener, metrics } = self;
+        let Proxy { app, listener, metrics, unix } = self;
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(app.config().general.listen_port);
         tokio::pin!(stop);
         let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
         let fallback_sweeper = tokio::spawn(retire_idle_fallback_pools(Arc::downgrade(&app)));
@@ -78,7 +100,15 @@ impl Proxy {
                 _ = &mut stop => break,
                 _ = app.shutdown_requested.notified() => break,
                 accepted = listener.accept() => match accepted {
-                    Ok((tcp, peer)) => admit(&app, tcp, peer),
+                    Ok((tcp, peer)) => admit(&app, ClientStream::Plain(tcp), ClientPeer::Tcp(peer), peer.ip()),
+                    Err(e) => {
+                        // Running out of file descriptors must not end the process; back off.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                accepted = accept_unix(unix.as_ref()) => match accepted {
+                    Ok(stream) => admit(&app, ClientStream::Unix(stream), ClientPeer::Unix { port }, UNIX_CLIENTS),
                     Err(e) => {
                         // Running out of file descriptors must not end the process; back off.
                         tracing::warn!(error = %e, "accept failed");
@@ -88,6 +118,7 @@ impl Proxy {
             }
         }
         drop(listener);
+        drop(unix);
         let timeout = app.config().general.shutdown_timeout;
         tracing::info!(
             sessions = app.active_sessions(),
@@ -118,11 +149,11 @@ impl Proxy {
 /// connections are logging in (in all, or from its address). The refusal is written without
 /// waiting (a fresh socket's send buffer takes it whole) and logged at most once a second,
 /// with a count, so a flood costs neither a task per connection nor a log line each.
-fn admit(app: &Arc<App>, tcp: tokio::net::TcpStream, peer: SocketAddr) {
-    let admitted = app.admission.admit(peer.ip(), &app.config().limits);
+fn admit(app: &Arc<App>, stream: ClientStream, peer: ClientPeer, address: IpAddr) {
+    let admitted = app.admission.admit(address, &app.config().limits);
     match admitted {
         Ok(pending) => {
-            tokio::spawn(crate::session::serve(app.clone(), tcp, peer, pending));
+            tokio::spawn(crate::session::serve(app.clone(), stream, peer, pending));
         }
         Err(refusal) => {
             let mut out = bytes::BytesMut::new();
@@ -133,11 +164,23 @@ fn admit(app: &Arc<App>, tcp: tokio::net::TcpStream, peer: SocketAddr) {
                 &message,
             )
             .write(&mut out);
-            let _ = tcp.try_write(&out);
+            let _ = match &stream {
+                ClientStream::Plain(tcp) => tcp.try_write(&out),
+                ClientStream::Unix(unix) => unix.try_write(&out),
+                ClientStream::Tls(_) => Ok(0),
+            };
             if let Some(count) = app.admission.note_refusal(refusal) {
                 tracing::warn!(%peer, refused = count, reason = %message, "connections refused before login");
             }
         }
+    }
+}
+
+/// The next client on the Unix socket; never, without one.
+async fn accept_unix(unix: Option<&UnixSocket>) -> std::io::Result<tokio::net::UnixStream> {
+    match unix {
+        Some(u) => u.listener.accept().await.map(|(s, _)| s),
+        None => std::future::pending().await,
     }
 }
 

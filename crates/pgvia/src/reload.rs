@@ -74,7 +74,9 @@ pub fn apply(app: &App, new: Config) -> Result<ReloadSummary, ReloadError> {
         // The server this pool was made for, if the database still lists it at that place.
         let addr = db.zip(user).and_then(|(db, user)| {
             let multi = db.servers.len() > 1;
-            (pool.key.server.is_some() == multi).then(|| pool_address(db, user, pool.key.server)).flatten()
+            (pool.key.server.is_some() == multi)
+                .then(|| pool_address(&config, db, user, pool.key.server))
+                .flatten()
         });
         let retired = match (db, user, addr) {
             (Some(db), Some(user), Some(addr)) => {

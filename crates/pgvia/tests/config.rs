@@ -228,7 +228,7 @@ fn type_and_syntax_errors() {
     let p = problems("[general]\ntls_mode = \"on\"\n");
     assert_eq!(
         p,
-        ["2: general.tls_mode: unknown variant `on`, expected one of `disable`, `allow`, `require`"]
+        ["2: general.tls_mode: unknown variant `on`, expected one of `disable`, `allow`, `require`, `verify-ca`, `verify-full`"]
     );
     let p = problems("[general]\nauth_method = \"scram\"\n");
     assert!(p[0].starts_with("2: general.auth_method: unknown variant `scram`"), "{p:?}");
@@ -567,4 +567,48 @@ fn primary_and_replicas() {
             "17: databases[1].servers: no server can take writes: give one role \"primary\" or \"auto\"",
         ]
     );
+}
+
+#[test]
+fn tls_keys_both_ways_are_checked() {
+    let db = |keys: &str| {
+        format!(
+            "[[databases]]\nname = \"app\"\nhost = \"127.0.0.1\"\n{keys}\n\n[[users]]\nname = \"app\"\npassword = \"pw\"\n"
+        )
+    };
+    let verify = problems(&db("server_tls_mode = \"verify-full\""));
+    assert!(
+        verify.iter().any(|p| p.contains("server_tls_mode") && p.contains("needs server_tls_ca_file")),
+        "{verify:?}"
+    );
+    let direct = problems(&db("server_tls_mode = \"prefer\"\nserver_tls_negotiation = \"direct\""));
+    assert!(
+        direct.iter().any(|p| p.contains("server_tls_negotiation") && p.contains("require or stronger")),
+        "{direct:?}"
+    );
+    let half = problems(&db("server_tls_mode = \"require\"\nserver_tls_cert_file = \"/nonexistent.crt\""));
+    assert!(half.iter().any(|p| p.contains("together")), "{half:?}");
+    let missing =
+        problems(&db("server_tls_mode = \"verify-ca\"\nserver_tls_ca_file = \"/nonexistent/ca.crt\""));
+    assert!(missing.iter().any(|p| p.contains("cannot read /nonexistent/ca.crt")), "{missing:?}");
+    let bad_mode = problems(&db("server_tls_mode = \"on\""));
+    assert!(bad_mode.iter().any(|p| p.contains("unknown variant `on`")), "{bad_mode:?}");
+    // Defaults: no TLS to servers, 100000 SCRAM iterations at most, no Unix socket.
+    let config = ok(&db(""));
+    assert_eq!(config.databases[0].server_tls_mode, pgvia::config::ServerTlsMode::Disable);
+    assert_eq!(config.general.server_scram_max_iterations, 100_000);
+    assert!(config.general.unix_socket_dir.is_none());
+
+    // Client certificates need a CA; the cert method too.
+    let general = |g: &str, method: &str| {
+        format!(
+            "[general]\n{g}\n\n[[databases]]\nname = \"app\"\nhost = \"127.0.0.1\"\n\n[[users]]\nname = \"app\"\nauth_method = \"{method}\"\n"
+        )
+    };
+    let no_ca = problems(&general("", "cert"));
+    assert!(no_ca.iter().any(|p| p.contains("\"cert\" needs general.client_tls_ca_file")), "{no_ca:?}");
+    let ca_without_tls = problems(&general("client_tls_ca_file = \"/nonexistent/ca.crt\"", "trust"));
+    assert!(ca_without_tls.iter().any(|p| p.contains("needs TLS")), "{ca_without_tls:?}");
+    let iterations = problems(&general("server_scram_max_iterations = 0", "trust"));
+    assert!(iterations.iter().any(|p| p.contains("server_scram_max_iterations")), "{iterations:?}");
 }

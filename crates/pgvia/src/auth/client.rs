@@ -28,6 +28,9 @@ pub enum AuthError {
     /// Wrong password, or a user that does not exist: the client cannot tell which.
     #[error("password authentication failed")]
     Failed,
+    /// No client certificate, or one naming someone else, or a user that does not exist.
+    #[error("certificate authentication failed")]
+    Certificate,
     /// The user's secret cannot serve the method (an MD5 hash under SCRAM). The client is
     /// told only that authentication failed; the session should log this as a config error.
     #[error("the configured {secret} secret cannot be used for {method} authentication")]
@@ -54,6 +57,7 @@ impl AuthError {
     pub fn sqlstate(&self) -> SqlState {
         match self {
             AuthError::Failed | AuthError::UnusableSecret { .. } => SqlState::INVALID_PASSWORD,
+            AuthError::Certificate => SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
             AuthError::Protocol(_) => SqlState::PROTOCOL_VIOLATION,
         }
     }
@@ -65,6 +69,7 @@ impl AuthError {
             AuthError::Failed | AuthError::UnusableSecret { .. } => {
                 format!("password authentication failed for user \"{user}\"")
             }
+            AuthError::Certificate => format!("certificate authentication failed for user \"{user}\""),
             AuthError::Protocol(e) => e.to_string(),
         }
     }
@@ -146,13 +151,13 @@ pub struct ClientAuthenticator {
 }
 
 impl ClientAuthenticator {
-    /// Writes the first challenge into `out`; nothing for `Trust`, which is done at once
-    /// ([`ClientAuthenticator::is_done`]) and ignores `secret`: whether the user may log in
-    /// at all is for the session to decide.
+    /// Writes the first challenge into `out`; nothing for `Trust` and `Cert`, which are done
+    /// at once ([`ClientAuthenticator::is_done`]) and ignore `secret`: whether the user may
+    /// log in at all (and the certificate) is for the session to decide.
     pub fn start(method: AuthMethod, secret: Option<&Secret>, user: &str, out: &mut BytesMut) -> Self {
         let unknown = Doom::UnknownUser;
         let state = match (method, secret) {
-            (AuthMethod::Trust, _) => State::Done { client_key: None },
+            (AuthMethod::Trust | AuthMethod::Cert, _) => State::Done { client_key: None },
             (AuthMethod::Cleartext, s) => {
                 build::authentication_cleartext_password(out);
                 State::Cleartext { secret: s.cloned().ok_or(unknown) }

@@ -15,7 +15,7 @@ mod tests;
 
 pub use client::{AuthError, AuthProtocolError, AuthStep, ClientAuthenticator};
 pub use secret::{PlainSecret, Secret, SecretError};
-pub use server::{ServerAuthError, ServerAuthStep, ServerAuthenticator};
+pub use server::{PlainPasswords, ServerAuthError, ServerAuthPolicy, ServerAuthStep, ServerAuthenticator};
 
 /// How pgvia checks a client's password.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
@@ -31,6 +31,9 @@ pub enum AuthMethod {
     /// SCRAM-SHA-256 without channel binding.
     #[serde(rename = "scram-sha-256")]
     ScramSha256,
+    /// A TLS client certificate from `client_tls_ca_file` whose common name is the user
+    /// name; no password.
+    Cert,
 }
 
 impl AuthMethod {
@@ -40,6 +43,7 @@ impl AuthMethod {
             AuthMethod::Cleartext => "cleartext",
             AuthMethod::Md5 => "md5",
             AuthMethod::ScramSha256 => "scram-sha-256",
+            AuthMethod::Cert => "cert",
         }
     }
 }

@@ -19,6 +19,31 @@ pub enum ServerAuthStep {
     Ok,
 }
 
+/// Whether a server may be sent a password in a form that lets whoever asks for it log in
+/// elsewhere as that user (cleartext), or replay it against any server with the same MD5
+/// hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlainPasswords {
+    #[default]
+    Allowed,
+    /// Only SCRAM is answered (`server_tls_mode = require` or stronger, by default).
+    Refused,
+}
+
+/// What pgvia agrees to when a server asks for a password.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerAuthPolicy {
+    pub plain_passwords: PlainPasswords,
+    /// Most SCRAM iterations computed for one login: each costs pgvia's CPU.
+    pub max_scram_iterations: u32,
+}
+
+impl Default for ServerAuthPolicy {
+    fn default() -> Self {
+        Self { plain_passwords: PlainPasswords::Allowed, max_scram_iterations: 100_000 }
+    }
+}
+
 /// Why pgvia could not log in to a server.
 #[derive(Debug, Error)]
 pub enum ServerAuthError {
@@ -26,6 +51,13 @@ pub enum ServerAuthError {
     NoPassword { method: &'static str },
     #[error("server asked for unsupported authentication method {name} (code {code})")]
     Unsupported { code: i32, name: &'static str },
+    #[error(
+        "server asked for {method} password authentication, refused under server_tls_mode = require or \
+         stronger (set server_allow_plain_password = true to allow it)"
+    )]
+    PlainRefused { method: &'static str },
+    #[error("server asked for {count} SCRAM iterations, more than server_scram_max_iterations ({max})")]
+    TooManyIterations { count: u64, max: u32 },
     #[error("server offers no supported SASL mechanism (SCRAM-SHA-256 is required)")]
     NoSupportedMechanism,
     #[error("malformed authentication request: {0}")]
@@ -57,6 +89,7 @@ enum State {
 pub struct ServerAuthenticator {
     user: String,
     password: Option<String>,
+    policy: ServerAuthPolicy,
     state: State,
 }
 
@@ -74,8 +107,8 @@ const AUTH_SASL_CONTINUE: i32 = 11;
 const AUTH_SASL_FINAL: i32 = 12;
 
 impl ServerAuthenticator {
-    pub fn new(user: &str, password: Option<&str>) -> Self {
-        Self { user: user.to_owned(), password: password.map(str::to_owned), state: State::Start }
+    pub fn new(user: &str, password: Option<&str>, policy: ServerAuthPolicy) -> Self {
+        Self { user: user.to_owned(), password: password.map(str::to_owned), policy, state: State::Start }
     }
 
     /// Handles one 'R' message body and appends the reply frame, if any, to `out`.
@@ -97,6 +130,7 @@ impl ServerAuthenticator {
             }
             (AUTH_CLEARTEXT, State::Start) => {
                 r.finish()?;
+                self.plain_allowed("cleartext")?;
                 build::password_message(out, self.password("cleartext")?.as_bytes());
                 (State::AwaitOk, ServerAuthStep::Continue)
             }
@@ -104,6 +138,7 @@ impl ServerAuthenticator {
                 let salt = r.bytes(4)?;
                 r.finish()?;
                 let salt = [salt[0], salt[1], salt[2], salt[3]];
+                self.plain_allowed("MD5")?;
                 let stored = md5_hash(&self.user, self.password("md5")?);
                 build::password_message(out, md5_salted(&stored, salt).as_bytes());
                 (State::AwaitOk, ServerAuthStep::Continue)
@@ -118,6 +153,16 @@ impl ServerAuthenticator {
                 (State::SaslContinue(Box::new(scram)), ServerAuthStep::Continue)
             }
             (AUTH_SASL_CONTINUE, State::SaslContinue(mut scram)) => {
+                // Checked before the PBKDF2 it would cost: i=2000000000 would keep a core busy
+                // for an hour.
+                if let Some(count) = iterations(r.rest()) {
+                    if count > u64::from(self.policy.max_scram_iterations) {
+                        return Err(ServerAuthError::TooManyIterations {
+                            count,
+                            max: self.policy.max_scram_iterations,
+                        });
+                    }
+                }
                 scram.update(r.rest()).map_err(ServerAuthError::ScramServerFirst)?;
                 build::sasl_response(out, scram.message());
                 (State::SaslFinal(scram), ServerAuthStep::Continue)
@@ -137,9 +182,28 @@ impl ServerAuthenticator {
         Ok(step)
     }
 
+    fn plain_allowed(&self, method: &'static str) -> Result<(), ServerAuthError> {
+        match self.policy.plain_passwords {
+            PlainPasswords::Allowed => Ok(()),
+            PlainPasswords::Refused => Err(ServerAuthError::PlainRefused { method }),
+        }
+    }
+
     fn password(&self, method: &'static str) -> Result<&str, ServerAuthError> {
         self.password.as_deref().ok_or(ServerAuthError::NoPassword { method })
     }
+}
+
+/// The `i=` attribute of a SCRAM server-first-message (`r=...,s=...,i=4096`), if it reads
+/// as a number; a malformed message is left for the SCRAM client to reject.
+fn iterations(server_first: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(server_first).ok()?;
+    let value = text.split(',').find_map(|attr| attr.strip_prefix("i="))?;
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Saturates, so an absurd count is refused rather than wrapped.
+    Some(value.bytes().fold(0u64, |acc, b| acc.saturating_mul(10).saturating_add(u64::from(b - b'0'))))
 }
 
 /// Reads AuthenticationSASL's list of mechanisms (NUL-terminated names, then an empty one).

@@ -23,7 +23,7 @@ pub use error::{ConfigError, Problem};
 pub use limits::Limits;
 pub use model::{
     AnalysisSettings, AuthMethod, CacheAdmission, Config, Database, General, LogFormat, PasswordFormat,
-    PoolDefaults, PoolMode, PoolSettings, TlsMode, User,
+    PoolDefaults, PoolMode, PoolSettings, ServerTlsMode, TlsMode, TlsNegotiation, User,
 };
 pub use routing::{LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole};
 pub use sharding::{
@@ -125,7 +125,15 @@ impl Config {
 
     fn resolve_paths(&mut self, origin: &Path) {
         let base = origin.parent().unwrap_or(Path::new(""));
-        for file in [&mut self.general.tls_cert_file, &mut self.general.tls_key_file].into_iter().flatten() {
+        let general = [
+            &mut self.general.tls_cert_file,
+            &mut self.general.tls_key_file,
+            &mut self.general.client_tls_ca_file,
+        ];
+        let per_db = self.databases.iter_mut().flat_map(|d| {
+            [&mut d.server_tls_ca_file, &mut d.server_tls_cert_file, &mut d.server_tls_key_file]
+        });
+        for file in general.into_iter().chain(per_db).flatten() {
             if file.is_relative() {
                 *file = base.join(&*file);
             }

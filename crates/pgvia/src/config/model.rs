@@ -19,6 +19,8 @@ use super::values::{self, Password};
 
 /// How a client proves who it is; defined with the code that checks it.
 pub use crate::auth::AuthMethod;
+pub use crate::auth::PlainPasswords;
+pub use crate::net::server_tls::{ServerTlsMode, ServerTlsSettings, TlsNegotiation};
 
 /// Whether clients may or must use TLS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
@@ -30,6 +32,19 @@ pub enum TlsMode {
     Allow,
     /// Clients that do not ask for TLS are refused.
     Require,
+    /// As `require`, and a client must show a certificate signed by `client_tls_ca_file`.
+    #[serde(rename = "verify-ca")]
+    VerifyCa,
+    /// As `verify-ca`, and the certificate's common name must be the user name.
+    #[serde(rename = "verify-full")]
+    VerifyFull,
+}
+
+impl TlsMode {
+    /// Whether clients without TLS are refused.
+    pub fn requires_tls(self) -> bool {
+        matches!(self, TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull)
+    }
 }
 
 impl fmt::Display for TlsMode {
@@ -38,6 +53,8 @@ impl fmt::Display for TlsMode {
             TlsMode::Disable => "disable",
             TlsMode::Allow => "allow",
             TlsMode::Require => "require",
+            TlsMode::VerifyCa => "verify-ca",
+            TlsMode::VerifyFull => "verify-full",
         })
     }
 }
@@ -101,16 +118,29 @@ pub struct General {
     /// TCP port to listen on. Default 6432.
     #[serde(deserialize_with = "values::port")]
     pub listen_port: u16,
+    /// Also listen on a Unix socket in this directory, named `.s.PGSQL.<listen_port>` as
+    /// PostgreSQL names its own, so `psql -h <dir> -p <listen_port>` reaches pgvia. Clients
+    /// there never use TLS (`tls_mode` applies to TCP). Default none. Restart to change.
+    pub unix_socket_dir: Option<PathBuf>,
     /// Most clients connected at once, whole process; more are refused with SQLSTATE 53300.
     /// Default 10000, at least 1.
     pub max_client_connections: u32,
-    /// Client-side TLS: `disable`, `allow` or `require`. Default `disable`.
+    /// Client-side TLS: `disable`, `allow`, `require`, `verify-ca` or `verify-full`. Default
+    /// `disable`.
     pub tls_mode: TlsMode,
     /// PEM certificate chain. Required unless `tls_mode = "disable"`. A relative path is
     /// resolved against the configuration file's folder when the file is loaded.
     pub tls_cert_file: Option<PathBuf>,
     /// PEM private key, same rules as `tls_cert_file`.
     pub tls_key_file: Option<PathBuf>,
+    /// PEM file of the CAs client certificates must lead to. When set, clients on TLS are
+    /// asked for a certificate (required under `verify-ca`/`verify-full` and by the `cert`
+    /// auth method; a certificate shown is always checked). Default none.
+    pub client_tls_ca_file: Option<PathBuf>,
+    /// Most PBKDF2 iterations pgvia computes for a server's SCRAM challenge: a server (or
+    /// whatever answers in its place) asking for more is refused, as the cost is pgvia's
+    /// CPU. Default 100000 (PostgreSQL's default is 4096).
+    pub server_scram_max_iterations: u32,
     /// Authentication method for users that do not set their own. Default `scram-sha-256`.
     pub auth_method: AuthMethod,
     /// Allow `cleartext` password authentication on sockets without TLS. Default false.
@@ -180,6 +210,9 @@ impl Default for General {
             tls_mode: TlsMode::Disable,
             tls_cert_file: None,
             tls_key_file: None,
+            unix_socket_dir: None,
+            client_tls_ca_file: None,
+            server_scram_max_iterations: 100_000,
             auth_method: AuthMethod::ScramSha256,
             allow_cleartext_without_tls: false,
             max_message_size: 64 * 1024 * 1024,
@@ -444,6 +477,29 @@ pub struct Database {
     /// Overrides `[pool] max_prepared_statements` for this database.
     #[serde(default)]
     pub max_prepared_statements: Option<u32>,
+    /// TLS to this database's servers: `disable`, `prefer`, `require`, `verify-ca` or
+    /// `verify-full` (libpq's meanings). Default `disable`. Not used over Unix sockets.
+    #[serde(default)]
+    pub server_tls_mode: ServerTlsMode,
+    /// `postgres` (SSLRequest first) or `direct` (PostgreSQL 17+'s direct TLS, needs
+    /// `require` or stronger). Default `postgres`.
+    #[serde(default)]
+    pub server_tls_negotiation: TlsNegotiation,
+    /// PEM file of the CAs a server's certificate must lead to; required by `verify-ca` and
+    /// `verify-full`. Relative paths are resolved against the configuration file's folder.
+    #[serde(default)]
+    pub server_tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate pgvia shows servers that ask for one (mTLS); with
+    /// `server_tls_key_file`.
+    #[serde(default)]
+    pub server_tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `server_tls_cert_file`.
+    #[serde(default)]
+    pub server_tls_key_file: Option<PathBuf>,
+    /// Under `server_tls_mode = require` or stronger, answer a server's request for a
+    /// cleartext or MD5 password anyway. Default false: only SCRAM is answered there.
+    #[serde(default)]
+    pub server_allow_plain_password: bool,
 }
 
 impl Database {
@@ -466,6 +522,26 @@ impl Database {
             unsharded_tables: self.unsharded_tables,
         }
         .rules(db_index)
+    }
+
+    /// The `server_tls_*` keys as the server layer takes them.
+    pub fn server_tls(&self) -> ServerTlsSettings {
+        ServerTlsSettings {
+            mode: self.server_tls_mode,
+            negotiation: self.server_tls_negotiation,
+            ca_file: self.server_tls_ca_file.clone(),
+            cert_file: self.server_tls_cert_file.clone(),
+            key_file: self.server_tls_key_file.clone(),
+        }
+    }
+
+    /// Whether a server may be sent a cleartext or MD5 password.
+    pub fn plain_passwords(&self) -> PlainPasswords {
+        if self.server_tls_mode.requires_tls() && !self.server_allow_plain_password {
+            PlainPasswords::Refused
+        } else {
+            PlainPasswords::Allowed
+        }
     }
 
     /// The database name to send to the server.

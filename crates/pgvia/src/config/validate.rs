@@ -13,7 +13,9 @@ use std::time::Duration;
 pub const MAX_MESSAGE_SIZE: u32 = 1 << 30;
 
 use super::error::Problem;
-use super::model::{AuthMethod, Config, Database, PasswordFormat, TlsMode, User};
+use super::model::{
+    AuthMethod, Config, Database, PasswordFormat, ServerTlsMode, TlsMode, TlsNegotiation, User,
+};
 use super::resolve::{Layer, Stack};
 use super::routing::ServerRole;
 
@@ -99,6 +101,24 @@ impl Validator {
                 self.report("general.metrics_listen", message);
             }
         }
+        if g.server_scram_max_iterations == 0 {
+            self.report("general.server_scram_max_iterations", "must be at least 1");
+        }
+        match (&g.client_tls_ca_file, g.tls_mode) {
+            (None, TlsMode::VerifyCa | TlsMode::VerifyFull) => self.report(
+                "general.client_tls_ca_file",
+                format!("required when tls_mode is \"{}\"", g.tls_mode),
+            ),
+            (Some(_), TlsMode::Disable) => {
+                self.report("general.client_tls_ca_file", "needs TLS: tls_mode is \"disable\"")
+            }
+            (Some(file), _) => {
+                if let Err(e) = crate::net::server_tls::roots(file) {
+                    self.report("general.client_tls_ca_file", e.to_string());
+                }
+            }
+            (None, _) => {}
+        }
         if g.tls_mode != TlsMode::Disable {
             let files = [("tls_cert_file", &g.tls_cert_file), ("tls_key_file", &g.tls_key_file)];
             for (key, file) in files {
@@ -174,6 +194,34 @@ impl Validator {
             if db.max_client_connections == Some(0) {
                 self.report(at("max_client_connections"), "must be at least 1");
             }
+            self.server_tls(i, db);
+        }
+    }
+
+    /// The `server_tls_*` keys: what each mode needs, and files that load.
+    fn server_tls(&mut self, i: usize, db: &Database) {
+        let at = |key: &str| format!("databases[{i}].{key}");
+        let mode = db.server_tls_mode;
+        if db.server_tls_cert_file.is_some() != db.server_tls_key_file.is_some() {
+            self.report(
+                at("server_tls_cert_file"),
+                "give server_tls_cert_file and server_tls_key_file together",
+            );
+            return;
+        }
+        if db.server_tls_negotiation == TlsNegotiation::Direct && !mode.requires_tls() {
+            self.report(
+                at("server_tls_negotiation"),
+                format!("\"direct\" needs server_tls_mode require or stronger, not \"{mode}\""),
+            );
+        }
+        if mode == ServerTlsMode::Disable {
+            return;
+        }
+        // Builds the rustls configuration once, so a missing CA or unreadable key is
+        // reported now rather than at the first connection.
+        if let Err(e) = db.server_tls().client_config() {
+            self.report(at("server_tls_mode"), e.to_string());
         }
     }
 
@@ -313,10 +361,13 @@ impl Validator {
             {
                 general_cleartext_reported |= inherited;
                 self.report(
-                    method_path,
+                    method_path.clone(),
                     "cleartext passwords are refused without TLS and tls_mode is \"disable\": \
                      enable TLS or set general.allow_cleartext_without_tls = true",
                 );
+            }
+            if method == AuthMethod::Cert && config.general.client_tls_ca_file.is_none() {
+                self.report(method_path, "\"cert\" needs general.client_tls_ca_file (and TLS)");
             }
             self.password(i, user, method);
         }
@@ -325,7 +376,7 @@ impl Validator {
     fn password(&mut self, i: usize, user: &User, method: AuthMethod) {
         let at = |key: &str| format!("users[{i}].{key}");
         match &user.password {
-            None if method != AuthMethod::Trust => {
+            None if !matches!(method, AuthMethod::Trust | AuthMethod::Cert) => {
                 self.report(at("password"), format!("required because auth_method is \"{method}\""));
             }
             None => {}

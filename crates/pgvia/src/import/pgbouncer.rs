@@ -47,14 +47,27 @@ fn rule(key: &str) -> Rule {
     use Rule::*;
     let seconds = Seconds { zero: Zero::Off };
     match key {
-        "listen_addr" | "auth_type" | "auth_file" | "admin_users" | "pool_mode" | "client_tls_sslmode"
-        | "log_connections" | "log_disconnections" | "max_packet_size" | "unix_socket_dir" | "%include"
-        | "server_tls_sslmode" => Special,
+        "listen_addr"
+        | "auth_type"
+        | "auth_file"
+        | "admin_users"
+        | "pool_mode"
+        | "client_tls_sslmode"
+        | "log_connections"
+        | "log_disconnections"
+        | "max_packet_size"
+        | "unix_socket_dir"
+        | "%include"
+        | "server_tls_sslmode"
+        | "server_tls_ca_file"
+        | "server_tls_cert_file"
+        | "server_tls_key_file" => Special,
         "listen_port" => General("listen_port", Int),
         "max_client_conn" => General("max_client_connections", Int),
         "server_reset_query" => General("server_reset_query", Str),
         "client_tls_cert_file" => General("tls_cert_file", Str),
         "client_tls_key_file" => General("tls_key_file", Str),
+        "client_tls_ca_file" => General("client_tls_ca_file", Str),
         "default_pool_size" => Pool("pool_size", Int),
         "min_pool_size" => Pool("min_idle", Int),
         "max_prepared_statements" => Pool("max_prepared_statements", Int),
@@ -103,17 +116,11 @@ fn rule(key: &str) -> Rule {
         "max_db_connections" | "max_user_connections" => {
             Unsupported("pgvia limits servers per (database, user) pool only (pool_size)")
         }
-        "server_tls_ca_file"
-        | "server_tls_cert_file"
-        | "server_tls_key_file"
-        | "server_tls_protocols"
-        | "server_tls_ciphers" => Unsupported("pgvia does not use TLS towards PostgreSQL yet"),
-        "client_tls_ca_file"
-        | "client_tls_protocols"
-        | "client_tls_ciphers"
-        | "client_tls_ecdhcurve"
-        | "client_tls_dheparams" => {
-            Unsupported("pgvia's client TLS uses rustls defaults and does not verify client certificates")
+        "server_tls_protocols" | "server_tls_ciphers" => {
+            Unsupported("pgvia's TLS towards PostgreSQL uses rustls's defaults (TLS 1.2 and 1.3)")
+        }
+        "client_tls_protocols" | "client_tls_ciphers" | "client_tls_ecdhcurve" | "client_tls_dheparams" => {
+            Unsupported("pgvia's client TLS uses rustls's defaults (TLS 1.2 and 1.3)")
         }
         "server_check_query" | "server_check_delay" => NotNeeded(
             "pgvia checks an idle server when it is handed out and health-checks hosts with routing",
@@ -190,8 +197,38 @@ pub fn convert(entries: &[Entry], users: Option<&[(String, String)]>, notes: &mu
             "not set, so PgBouncer listened on its Unix socket only; pgvia listens on TCP 127.0.0.1",
         ));
     }
+    server_tls(&setting, &mut doc, notes);
     users_from(users, auth_type, &admins, entries, &mut doc, notes);
     doc
+}
+
+/// PgBouncer's `server_tls_*` apply to every server; pgvia sets them per database.
+fn server_tls<'e>(setting: &impl Fn(&str) -> Option<&'e Entry>, doc: &mut Document, notes: &mut Vec<Note>) {
+    let mode = match setting("server_tls_sslmode").map(|e| (e, e.value.as_str())) {
+        None | Some((_, "disable")) => return,
+        Some((_, m @ ("prefer" | "require" | "verify-ca" | "verify-full"))) => m,
+        Some((e, "allow")) => {
+            notes.push(Note::of(
+                e,
+                "pgvia has no \"allow\" (plain first, TLS if refused): \"prefer\" is used",
+            ));
+            "prefer"
+        }
+        Some((e, _)) => return notes.push(Note::of(e, "not a TLS mode")),
+    };
+    let files = [
+        ("server_tls_ca_file", "server_tls_ca_file"),
+        ("server_tls_cert_file", "server_tls_cert_file"),
+        ("server_tls_key_file", "server_tls_key_file"),
+    ];
+    for db in &mut doc.databases {
+        db.set("server_tls_mode", Value::Str(mode.into()));
+        for (from, to) in files {
+            if let Some(e) = setting(from).filter(|e| !e.value.is_empty()) {
+                db.set(to, Value::Str(e.value.clone()));
+            }
+        }
+    }
 }
 
 fn general_setting(entry: &Entry, doc: &mut Document, notes: &mut Vec<Note>) {
@@ -222,9 +259,9 @@ fn general_setting(entry: &Entry, doc: &mut Document, notes: &mut Vec<Note>) {
                     "disable" => ("disable", None),
                     "allow" | "prefer" => ("allow", None),
                     "require" => ("require", None),
-                    "verify-ca" | "verify-full" => {
-                        ("require", Some("pgvia does not verify client certificates yet: TLS is required, certificates are not checked"))
-                    }
+                    // PgBouncer's verify-full checks the certificate, not whose it is: pgvia's
+                    // verify-ca. (pgvia's verify-full also wants the user name as the CN.)
+                    "verify-ca" | "verify-full" => ("verify-ca", None),
                     _ => return notes.push(Note::of(entry, "not a TLS mode")),
                 };
                 doc.general.set("tls_mode", Value::Str(mode.into()));
@@ -232,10 +269,7 @@ fn general_setting(entry: &Entry, doc: &mut Document, notes: &mut Vec<Note>) {
                     notes.push(Note::of(entry, why));
                 }
             }
-            "server_tls_sslmode" if value != "disable" => notes.push(Note::of(
-                entry,
-                "pgvia does not use TLS towards PostgreSQL yet: it connects in plain TCP",
-            )),
+
             "log_connections" | "log_disconnections" => {
                 // pgvia has one switch for both lines; either one on turns it on.
                 let on = value == "1" || value.eq_ignore_ascii_case("true");
@@ -250,14 +284,15 @@ fn general_setting(entry: &Entry, doc: &mut Document, notes: &mut Vec<Note>) {
                 )),
                 Err(_) => notes.push(Note::of(entry, "not an integer")),
             },
-            "unix_socket_dir" if !value.is_empty() => notes.push(Note::of(
-                entry,
-                "pgvia does not listen on a Unix socket yet: clients connect over TCP",
-            )),
+            "unix_socket_dir" if !value.is_empty() => {
+                doc.general.set("unix_socket_dir", Value::Str(value.into()))
+            }
             "%include" => {
                 notes.push(Note::of(entry, "included files are not read: import them and merge by hand"))
             }
-            // auth_type, auth_file and admin_users are read with the users.
+            // auth_type, auth_file and admin_users are read with the users; server_tls_* go
+            // to every database once all are read.
+            "server_tls_sslmode" | "server_tls_ca_file" | "server_tls_cert_file" | "server_tls_key_file" => {}
             _ => {}
         },
     }
@@ -339,11 +374,8 @@ fn database(entry: &Entry, doc: &mut Document, notes: &mut Vec<Note>) {
         }
     }
     let host = match host {
-        Some(h) if h.starts_with('/') || h.is_empty() => {
-            notes.push(Note::of(
-                entry,
-                "a Unix-socket host: pgvia connects to servers over TCP only yet, 127.0.0.1 is used",
-            ));
+        Some(h) if h.is_empty() => {
+            notes.push(Note::of(entry, "an empty host: pgvia connects to 127.0.0.1 over TCP"));
             "127.0.0.1".to_owned()
         }
         Some(h) if h.contains(',') => {
@@ -413,12 +445,14 @@ fn users_from(
     let method = match auth_type {
         "trust" => Some("trust"),
         "plain" => Some("cleartext"),
+        // Needs client_tls_ca_file, which pgvia's validation asks for if it is missing.
+        "cert" => Some("cert"),
         "md5" => Some("md5"),
         "scram-sha-256" => Some("scram-sha-256"),
         other => {
             notes.push(Note::new(
                 "[pgbouncer] auth_type",
-                &format!("{other:?} is not supported (pgvia has trust, cleartext, md5, scram-sha-256): scram-sha-256 is used"),
+                &format!("{other:?} is not supported (pgvia has trust, cleartext, md5, scram-sha-256, cert): scram-sha-256 is used"),
             ));
             Some("scram-sha-256")
         }

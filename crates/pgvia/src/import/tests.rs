@@ -35,7 +35,7 @@ client_tls_sslmode = require
 client_tls_cert_file = CERT
 client_tls_key_file = KEY
 server_tls_sslmode = verify-full
-server_tls_ca_file = /etc/pgbouncer/ca.crt
+server_tls_ca_file = CA
 max_prepared_statements = 100
 logfile = /var/log/pgbouncer.log
 ";
@@ -49,7 +49,16 @@ fn imported() -> (Imported, tempfile::TempDir) {
     let (cert, key) = (dir.path().join("server.crt"), dir.path().join("server.key"));
     std::fs::write(&cert, "").expect("cert");
     std::fs::write(&key, "").expect("key");
-    let ini = INI.replace("CERT", &cert.display().to_string()).replace("KEY", &key.display().to_string());
+    // verify-full towards servers: the CA must be a real certificate, which pgvia loads.
+    let ca = dir.path().join("ca.crt");
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    std::fs::write(&ca, params.self_signed(&ca_key).expect("CA").pem()).expect("CA file");
+    let ini = INI
+        .replace("CERT", &cert.display().to_string())
+        .replace("KEY", &key.display().to_string())
+        .replace("= CA", &format!("= {}", ca.display()));
     (import(&ini, Some(USERLIST), "pgbouncer.ini").expect("import"), dir)
 }
 
@@ -83,6 +92,12 @@ fn a_realistic_setup_becomes_a_configuration_pgvia_accepts() {
     );
     assert_eq!((app.pool_size, app.min_idle), (Some(40), Some(5)));
     assert_eq!(config.databases[1].pool_mode, Some(PoolMode::Session));
+    // TLS towards the servers, for every database; a Unix-socket host is kept.
+    for db in &config.databases {
+        assert_eq!(db.server_tls_mode, crate::net::server_tls::ServerTlsMode::VerifyFull, "{}", db.name);
+        assert!(db.server_tls_ca_file.is_some());
+    }
+    assert_eq!(config.databases[2].host.as_deref(), Some("/var/run/postgresql"));
 
     let batch = config.users.iter().find(|u| u.name == "batch").expect("batch");
     assert_eq!((batch.pool_mode, batch.pool_size), (Some(PoolMode::Session), Some(2)));
@@ -97,13 +112,10 @@ fn what_cannot_be_carried_over_is_said() {
         "auth_query",
         "auth_user",
         "stats_users",
-        "server_tls_sslmode",
-        "server_tls_ca_file",
         "server_lifetime",
         "logfile",
         "[databases] reports max_db_connections",
         "[databases] legacy client_encoding",
-        "legacy = host=/var/run",
         "user hashed",
         "user scram",
     ] {
@@ -111,7 +123,15 @@ fn what_cannot_be_carried_over_is_said() {
     }
     assert!(notes.iter().any(|n| n.why.contains("ghost")), "admin without a user entry: {notes:#?}");
     // Settings that carried over leave no note.
-    for place in ["default_pool_size", "listen_port", "client_tls_sslmode", "max_client_conn"] {
+    for place in [
+        "default_pool_size",
+        "listen_port",
+        "client_tls_sslmode",
+        "max_client_conn",
+        "server_tls_sslmode",
+        "server_tls_ca_file",
+        "legacy = host=/var/run",
+    ] {
         assert!(!noted(&notes, place), "unexpected note for {place}: {notes:#?}");
     }
 }

@@ -27,12 +27,8 @@ pub async fn check(app: &App) -> (bool, String) {
     let mut text = String::new();
     for (name, host, port) in databases {
         let open = pools.iter().any(|p| p.key.database == name && p.server_count() > 0);
-        let reachable = open
-            || matches!(
-                tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect((host.as_str(), port)))
-                    .await,
-                Ok(Ok(_))
-            );
+        let reachable =
+            open || matches!(tokio::time::timeout(PROBE_TIMEOUT, probe(&host, port)).await, Ok(Ok(())));
         ok &= reachable;
         let how = match (open, reachable) {
             (true, _) => "ok (servers open)",
@@ -43,4 +39,12 @@ pub async fn check(app: &App) -> (bool, String) {
     }
     text.insert_str(0, if ok { "ready\n" } else { "not ready\n" });
     (ok, text)
+}
+
+/// Whether a server accepts connections: TCP, or its Unix socket when `host` is a directory.
+async fn probe(host: &str, port: u16) -> std::io::Result<()> {
+    match crate::server::transport::socket_path(host, port) {
+        Some(path) => tokio::net::UnixStream::connect(path).await.map(drop),
+        None => tokio::net::TcpStream::connect((host, port)).await.map(drop),
+    }
 }

@@ -1,6 +1,10 @@
+//! The client listeners: TCP, and a Unix socket in a directory as PostgreSQL makes it.
+
 use std::net::SocketAddr;
 
-use tokio::net::{lookup_host, TcpListener};
+use std::path::{Path, PathBuf};
+
+use tokio::net::{lookup_host, TcpListener, UnixListener};
 
 /// Binds the client listener. `SO_REUSEADDR` lets a restarted pgvia bind while old
 /// connections linger in TIME_WAIT.
@@ -22,4 +26,38 @@ fn bind_addr(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
     TcpListener::from_std(socket.into())
+}
+
+/// A Unix-socket listener; its file is removed when this is dropped.
+pub struct UnixSocket {
+    pub listener: UnixListener,
+    pub path: PathBuf,
+}
+
+impl Drop for UnixSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Binds `<dir>/.s.PGSQL.<port>`, the name libpq looks for given `host=<dir>`. A file left
+/// there by a process that is gone is replaced; one something still accepts on is not.
+/// Anyone who can reach the directory may connect (PostgreSQL's default permissions, 0777):
+/// the directory's own permissions are the place to restrict that.
+pub fn bind_unix(dir: &Path, port: u16) -> std::io::Result<UnixSocket> {
+    let path = dir.join(format!(".s.PGSQL.{port}"));
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("{} is in use by another server", path.display()),
+            ));
+        }
+        std::fs::remove_file(&path)?;
+    }
+    let listener = UnixListener::bind(&path)?;
+    let socket = UnixSocket { listener, path };
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&socket.path, std::fs::Permissions::from_mode(0o777))?;
+    Ok(socket)
 }

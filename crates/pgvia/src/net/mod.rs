@@ -1,8 +1,13 @@
-//! Sockets: the listener, client streams that may be TLS, and TLS configuration.
+//! Sockets: the listeners, client and server streams that may be TLS or Unix-domain, and
+//! TLS configuration both ways.
 
+pub mod cert_name;
 pub mod limits;
 pub mod listener;
+pub mod server_stream;
+pub mod server_tls;
 pub mod stream;
 pub mod tls;
 
-pub use stream::ClientStream;
+pub use server_stream::{ServerEndpoint, ServerStream};
+pub use stream::{ClientPeer, ClientStream};

@@ -2,13 +2,17 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use std::net::SocketAddr;
+
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::server::TlsStream;
 
-/// A client connection, plain or upgraded to TLS after an SSLRequest.
+/// A client connection: TCP, TLS over TCP (after an SSLRequest or directly), or a Unix
+/// socket (never TLS, as with PostgreSQL).
 pub enum ClientStream {
     Plain(TcpStream),
+    Unix(UnixStream),
     Tls(Box<TlsStream<TcpStream>>),
 }
 
@@ -16,12 +20,60 @@ impl ClientStream {
     pub fn is_tls(&self) -> bool {
         matches!(self, Self::Tls(_))
     }
+
+    /// The common name of the certificate the client showed over TLS (rustls has checked it
+    /// against `client_tls_ca_file`), if it showed one.
+    pub fn peer_common_name(&self) -> Option<String> {
+        match self {
+            Self::Tls(s) => {
+                s.get_ref().1.peer_certificates()?.first().and_then(|c| super::cert_name::common_name(c))
+            }
+            Self::Plain(_) | Self::Unix(_) => None,
+        }
+    }
+}
+
+/// Who is on the other end of a client connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientPeer {
+    Tcp(SocketAddr),
+    /// A Unix-socket client; `port` is pgvia's listen port (its socket file's suffix).
+    Unix {
+        port: u16,
+    },
+}
+
+impl ClientPeer {
+    /// The address for `SHOW CLIENTS`: an IP address, or `unix` as PgBouncer shows it.
+    pub fn addr_text(&self) -> String {
+        match self {
+            ClientPeer::Tcp(a) => a.ip().to_string(),
+            ClientPeer::Unix { .. } => "unix".to_owned(),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        match self {
+            ClientPeer::Tcp(a) => a.port(),
+            ClientPeer::Unix { port } => *port,
+        }
+    }
+}
+
+impl std::fmt::Display for ClientPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientPeer::Tcp(a) => write!(f, "{a}"),
+            ClientPeer::Unix { port } => write!(f, "unix:{port}"),
+        }
+    }
 }
 
 impl AsyncRead for ClientStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Unix(s) => Pin::new(s).poll_read(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
@@ -31,6 +83,7 @@ impl AsyncWrite for ClientStream {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Unix(s) => Pin::new(s).poll_write(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
@@ -42,6 +95,7 @@ impl AsyncWrite for ClientStream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
@@ -49,6 +103,7 @@ impl AsyncWrite for ClientStream {
     fn is_write_vectored(&self) -> bool {
         match self {
             Self::Plain(s) => s.is_write_vectored(),
+            Self::Unix(s) => s.is_write_vectored(),
             Self::Tls(s) => s.is_write_vectored(),
         }
     }
@@ -56,6 +111,7 @@ impl AsyncWrite for ClientStream {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Unix(s) => Pin::new(s).poll_flush(cx),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
@@ -63,6 +119,7 @@ impl AsyncWrite for ClientStream {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Unix(s) => Pin::new(s).poll_shutdown(cx),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }

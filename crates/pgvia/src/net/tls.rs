@@ -1,8 +1,14 @@
+//! TLS from clients: the acceptor pgvia presents, and the client certificates it asks for.
+
 use std::path::Path;
 use std::sync::Arc;
 
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
 use thiserror::Error;
 use tokio_rustls::TlsAcceptor;
+
+use super::server_tls::{roots, ALPN_POSTGRESQL};
 
 #[derive(Debug, Error)]
 pub enum TlsError {
@@ -12,30 +18,75 @@ pub enum TlsError {
     NoCertificate { path: String },
     #[error("{path}: no PEM private key found")]
     NoKey { path: String },
+    #[error("server_tls_mode = \"{mode}\" needs server_tls_ca_file")]
+    NoCaFile { mode: &'static str },
+    #[error("cannot build a certificate verifier: {0}")]
+    Verifier(String),
     #[error("TLS configuration rejected: {0}")]
     Rustls(#[from] rustls::Error),
 }
 
-/// Builds the acceptor for client TLS from PEM files.
-pub fn acceptor(cert_file: &Path, key_file: &Path) -> Result<TlsAcceptor, TlsError> {
-    let read = |p: &Path| {
-        std::fs::read(p).map_err(|source| TlsError::Read { path: p.display().to_string(), source })
-    };
-    let cert_pem = read(cert_file)?;
-    let key_pem = read(key_file)?;
-    let certs: Vec<_> = rustls_pemfile::certs(&mut cert_pem.as_slice())
+/// Whether clients must show a certificate, when `client_tls_ca_file` makes pgvia ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientCerts {
+    /// Not asked for.
+    None,
+    /// Asked for; a client without one still gets in, one with a bad one does not.
+    Optional,
+    /// A client without a certificate from the CA fails the handshake.
+    Required,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read { path: path.display().to_string(), source })
+}
+
+/// Every certificate in a PEM file; at least one.
+pub fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read(path)?;
+    let certs: Vec<_> = rustls_pemfile::certs(&mut pem.as_slice())
         .collect::<Result<_, _>>()
-        .map_err(|source| TlsError::Read { path: cert_file.display().to_string(), source })?;
+        .map_err(|source| TlsError::Read { path: path.display().to_string(), source })?;
     if certs.is_empty() {
-        return Err(TlsError::NoCertificate { path: cert_file.display().to_string() });
+        return Err(TlsError::NoCertificate { path: path.display().to_string() });
     }
-    let key = rustls_pemfile::private_key(&mut key_pem.as_slice())
-        .map_err(|source| TlsError::Read { path: key_file.display().to_string(), source })?
-        .ok_or_else(|| TlsError::NoKey { path: key_file.display().to_string() })?;
+    Ok(certs)
+}
+
+/// The first private key in a PEM file.
+pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let pem = read(path)?;
+    rustls_pemfile::private_key(&mut pem.as_slice())
+        .map_err(|source| TlsError::Read { path: path.display().to_string(), source })?
+        .ok_or_else(|| TlsError::NoKey { path: path.display().to_string() })
+}
+
+/// Builds the acceptor for client TLS from PEM files. With `client_ca`, clients are asked
+/// for a certificate signed by it.
+pub fn acceptor(
+    cert_file: &Path,
+    key_file: &Path,
+    client_ca: Option<&Path>,
+    certs: ClientCerts,
+) -> Result<TlsAcceptor, TlsError> {
+    let chain = read_certs(cert_file)?;
+    let key = read_key(key_file)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = match (client_ca, certs) {
+        (Some(ca), ClientCerts::Optional | ClientCerts::Required) => {
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider);
+            let verifier =
+                if certs == ClientCerts::Optional { verifier.allow_unauthenticated() } else { verifier };
+            builder
+                .with_client_cert_verifier(verifier.build().map_err(|e| TlsError::Verifier(e.to_string()))?)
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(chain, key)?;
+    // Required by direct TLS (PostgreSQL 17's sslnegotiation=direct) and checked by libpq 17+
+    // after an SSLRequest too; clients that offer no ALPN are still served.
+    config.alpn_protocols = vec![ALPN_POSTGRESQL.to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }

@@ -81,7 +81,7 @@ pub struct Carried {
 pub struct ServerRow {
     pub id: u64,
     pub process_id: u32,
-    pub peer: std::net::SocketAddr,
+    pub peer: crate::net::ServerEndpoint,
     pub created: Instant,
     pub last_used: Instant,
 }
@@ -333,7 +333,7 @@ impl Pool {
             .map(|c| ServerRow {
                 id: c.id,
                 process_id: c.key.process_id,
-                peer: c.peer,
+                peer: c.peer.clone(),
                 created: c.created,
                 last_used: c.last_used,
             })

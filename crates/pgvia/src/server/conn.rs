@@ -1,19 +1,19 @@
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use wire::backend::{tag, BackendMessage};
 use wire::{build, FrameDecoder};
 
 use super::error::ServerError;
 use super::tracker::ReplyTracker;
-use crate::auth::{ServerAuthStep, ServerAuthenticator};
+use crate::auth::{ServerAuthPolicy, ServerAuthStep, ServerAuthenticator};
 use crate::cancel::{CancelTarget, CancelsInFlight};
+use crate::net::server_tls::ServerTlsSettings;
+use crate::net::{ServerEndpoint, ServerStream};
 use crate::prepared::ServerStatements;
 
 /// How an idle server was found dead at checkout, for the log.
@@ -44,6 +44,10 @@ pub struct ServerAddress {
     pub dbname: String,
     pub user: String,
     pub password: Option<String>,
+    /// TLS towards the server (the database's `server_tls_*` keys).
+    pub tls: ServerTlsSettings,
+    /// Which password requests are answered, and how much SCRAM work is done.
+    pub auth: ServerAuthPolicy,
 }
 
 impl std::fmt::Debug for ServerAddress {
@@ -54,6 +58,7 @@ impl std::fmt::Debug for ServerAddress {
             .field("dbname", &self.dbname)
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls.mode)
             .finish()
     }
 }
@@ -147,10 +152,10 @@ pub fn first_reply(buf: &[u8], decoder: &FrameDecoder) -> FirstReply {
 }
 
 pub struct ServerConn {
-    pub(crate) stream: TcpStream,
+    pub(crate) stream: ServerStream,
     pub id: u64,
     pub key: BackendKey,
-    pub peer: SocketAddr,
+    pub peer: ServerEndpoint,
     /// What the server last reported through ParameterStatus.
     pub params: ServerParams,
     /// A shared map known to hold exactly `params` (cleared whenever they change): the map
@@ -238,9 +243,14 @@ impl ServerConn {
 
     /// A connection over `stream` that has said nothing yet (connecting fills in the rest).
     /// Tests of the exchange use it to play the server's part with scripted frames.
-    pub(crate) fn over(stream: TcpStream, max_frame: usize) -> std::io::Result<Self> {
-        let peer = stream.peer_addr()?;
-        Ok(ServerConn {
+    #[cfg(test)]
+    pub(crate) fn over(stream: tokio::net::TcpStream, max_frame: usize) -> std::io::Result<Self> {
+        let peer = ServerEndpoint::Tcp(stream.peer_addr()?);
+        Ok(Self::with_stream(ServerStream::Tcp(stream), peer, max_frame))
+    }
+
+    fn with_stream(stream: ServerStream, peer: ServerEndpoint, max_frame: usize) -> Self {
+        ServerConn {
             stream,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             key: BackendKey { process_id: 0, secret: Bytes::new() },
@@ -257,21 +267,18 @@ impl ServerConn {
             cancels: Arc::default(),
             statements: ServerStatements::default(),
             first_request: FirstRequest::Answered,
-        })
+        }
     }
 
     async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
-        let stream = TcpStream::connect((addr.host.as_str(), addr.port))
-            .await
-            .map_err(|source| ServerError::Connect { addr: addr.display(), source })?;
-        crate::net::stream::tune(&stream);
-        let mut conn = Self::over(stream, max_frame)?;
+        let (stream, peer) = super::transport::open(addr).await?;
+        let mut conn = Self::with_stream(stream, peer, max_frame);
         let mut out = BytesMut::with_capacity(256);
         // No application_name: a client that sets none must see the empty default, as it
         // would connected directly.
         build::startup_message(&mut out, [("user", addr.user.as_str()), ("database", addr.dbname.as_str())]);
         conn.stream.write_all(&out).await?;
-        let mut auth = ServerAuthenticator::new(&addr.user, addr.password.as_deref());
+        let mut auth = ServerAuthenticator::new(&addr.user, addr.password.as_deref(), addr.auth);
         loop {
             let frame = conn.read_frame().await?;
             match frame.tag() {
@@ -464,7 +471,7 @@ impl ServerConn {
     /// Where a client's cancel for this connection goes.
     pub fn cancel_target(&self) -> CancelTarget {
         CancelTarget {
-            server: self.peer,
+            server: self.peer.clone(),
             process_id: self.key.process_id,
             secret: self.key.secret.clone(),
             in_flight: self.cancels.clone(),
@@ -480,7 +487,7 @@ impl ServerConn {
     }
 
     /// The socket, for the relay loop which reads and writes it directly.
-    pub fn stream_mut(&mut self) -> &mut TcpStream {
+    pub fn stream_mut(&mut self) -> &mut ServerStream {
         &mut self.stream
     }
 

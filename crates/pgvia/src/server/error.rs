@@ -24,6 +24,16 @@ pub enum ServerError {
     Desync(&'static str),
     #[error("server did not answer within {0:?}")]
     Timeout(std::time::Duration),
+    #[error("server {addr} does not accept TLS, and server_tls_mode is \"{mode}\"")]
+    TlsDeclined { addr: String, mode: &'static str },
+    #[error("server {addr} answered the SSLRequest with {byte:#04x}, neither S nor N")]
+    TlsAnswer { addr: String, byte: u8 },
+    #[error("TLS with server {addr} failed (server_tls_mode = \"{mode}\"): {source}")]
+    Tls { addr: String, mode: &'static str, source: std::io::Error },
+    #[error("{0:?} cannot be used as a TLS server name")]
+    TlsName(String),
+    #[error("server TLS settings: {0}")]
+    TlsSetup(#[from] crate::net::tls::TlsError),
 }
 
 impl ServerError {

@@ -7,6 +7,7 @@ pub mod forward;
 mod reset;
 mod sql_names;
 pub mod tracker;
+pub mod transport;
 
 pub use conn::{
     first_reply, BackendKey, Condition, FirstReply, FirstRequest, IdleDeath, Rows, ServerAddress, ServerConn,

@@ -10,7 +10,8 @@ use wire::{build, FrameDecoder};
 
 use super::error::SessionError;
 use crate::app::App;
-use crate::auth::{AuthMethod, AuthStep, ClientAuthenticator};
+use crate::auth::{AuthError, AuthMethod, AuthStep, ClientAuthenticator};
+use crate::config::TlsMode;
 use crate::net::ClientStream;
 
 /// Largest authentication message accepted (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH).
@@ -57,13 +58,41 @@ pub fn identify(startup: &StartupMessage) -> Result<ClientIdentity, SessionError
     Ok(ClientIdentity { user: user.to_owned(), database: database.to_owned(), settings })
 }
 
-/// Answers a request for a newer protocol minor version or for protocol options: pgvia
-/// speaks 3.0 and says so, and the client carries on.
-pub fn negotiate(startup: &StartupMessage, out: &mut BytesMut) {
-    let options: Vec<&str> = startup.protocol_options().collect();
-    if startup.minor > 0 || !options.is_empty() {
-        build::negotiate_protocol_version(out, 0, options.into_iter());
+/// The protocol version agreed with a client. Servers are always spoken to in 3.0: what
+/// 3.2 changes (the cancel key's length) is between pgvia and each side on its own, since
+/// clients get pgvia's keys, never a server's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    V3_0,
+    V3_2,
+}
+
+impl Protocol {
+    /// The length of the cancel secret pgvia issues: 3.2 allows up to 256 bytes, and 32 is
+    /// what PostgreSQL 18 sends.
+    pub fn cancel_key_len(self) -> usize {
+        match self {
+            Protocol::V3_0 => 4,
+            Protocol::V3_2 => 32,
+        }
     }
+}
+
+/// Settles the protocol version, as PostgreSQL does: 3.0 and 3.2 are taken as asked; a
+/// newer minor version, or any protocol option (`_pq_.*`, none of which pgvia knows), gets
+/// a NegotiateProtocolVersion naming the newest pgvia speaks, and the client carries on.
+/// 3.1, which no PostgreSQL release defines, is answered with 3.0.
+pub fn negotiate(startup: &StartupMessage, out: &mut BytesMut) -> Protocol {
+    let options: Vec<&str> = startup.protocol_options().collect();
+    let (agreed, minor) = match startup.minor {
+        0 => (Protocol::V3_0, 0),
+        1 => (Protocol::V3_0, 0),
+        _ => (Protocol::V3_2, 2),
+    };
+    if startup.minor != minor || !options.is_empty() {
+        build::negotiate_protocol_version(out, u32::from(minor), options.into_iter());
+    }
+    agreed
 }
 
 /// Runs the authentication exchange. Returns when the client is authenticated; writes
@@ -78,6 +107,16 @@ pub async fn authenticate(
     let config = app.config();
     let known = config.user(user);
     let method = known.map_or(config.general.auth_method, |u| config.auth_method(u));
+    // A certificate naming someone else, or none, reads the same as a user that does not
+    // exist: 28000, and the name the client gave.
+    let check_cert =
+        method == AuthMethod::Cert || (config.general.tls_mode == TlsMode::VerifyFull && stream.is_tls());
+    if check_cert && (known.is_none() || stream.peer_common_name().as_deref() != Some(user)) {
+        return Err(SessionError::Auth { user: user.to_owned(), source: AuthError::Certificate });
+    }
+    if method == AuthMethod::Cert {
+        return Ok(());
+    }
     if method == AuthMethod::Cleartext && !stream.is_tls() && !config.general.allow_cleartext_without_tls {
         return Err(SessionError::refused(
             SqlState::INVALID_AUTHORIZATION_SPECIFICATION,

@@ -30,7 +30,6 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use wire::backend::TransactionStatus;
 use wire::sqlstate::SqlState;
 use wire::startup::StartupMessage;
@@ -43,7 +42,7 @@ use crate::app::App;
 use crate::clients::ClientIdentity;
 use crate::config::{Config, PoolMode, RolePreference};
 use crate::net::limits::PendingLogin;
-use crate::net::ClientStream;
+use crate::net::{ClientPeer, ClientStream};
 use crate::server::ServerParams;
 
 /// How long the last write to a client that is being closed may take. Its socket's buffers
@@ -52,30 +51,40 @@ const LAST_WORDS: Duration = Duration::from_secs(1);
 
 /// Serves one client connection to the end. Never panics on client input; logs why it ended.
 /// `pending` is the connection's place among those logging in, given back once it has.
-pub async fn serve(app: Arc<App>, tcp: TcpStream, peer: SocketAddr, pending: PendingLogin) {
-    crate::net::stream::tune(&tcp);
+pub async fn serve(app: Arc<App>, stream: ClientStream, peer: ClientPeer, pending: PendingLogin) {
+    let local = match &stream {
+        ClientStream::Plain(tcp) => {
+            crate::net::stream::tune(tcp);
+            tcp.local_addr().ok()
+        }
+        ClientStream::Unix(_) | ClientStream::Tls(_) => None,
+    };
     let _session = app.session_started();
-    let local = tcp.local_addr().ok();
-    match run(&app, tcp, Endpoints { peer, local }, pending).await {
+    match run(&app, stream, Endpoints { peer, local }, pending).await {
         Ok(()) => tracing::debug!(%peer, "client session ended"),
         Err(SessionError::ClientIo(e)) => tracing::debug!(%peer, error = %e, "client connection closed"),
         Err(e) => tracing::info!(%peer, error = %e, "client refused"),
     }
 }
 
-/// The two ends of a client's TCP connection.
+/// The two ends of a client's connection (`local` for TCP only).
 #[derive(Debug, Clone, Copy)]
 struct Endpoints {
-    peer: SocketAddr,
+    peer: ClientPeer,
     local: Option<SocketAddr>,
 }
 
-async fn run(app: &App, tcp: TcpStream, ends: Endpoints, pending: PendingLogin) -> Result<(), SessionError> {
+async fn run(
+    app: &App,
+    raw: ClientStream,
+    ends: Endpoints,
+    pending: PendingLogin,
+) -> Result<(), SessionError> {
     // One deadline from accept to the end of authentication (`limits.startup_timeout`), so a
     // client cannot stretch its login by taking each step slowly.
     let limit = app.config().limits.startup_timeout;
     let login = Login { deadline: tokio::time::Instant::now() + limit, limit, pending };
-    let opening = tokio::time::timeout_at(login.deadline, startup::open(app, tcp))
+    let opening = tokio::time::timeout_at(login.deadline, startup::open(app, raw))
         .await
         .map_err(|_| SessionError::LoginTimeout(limit))??;
     let mut out = BytesMut::with_capacity(512);
@@ -117,7 +126,7 @@ async fn logged_in(
 ) -> Result<(), SessionError> {
     let since = std::time::Instant::now();
     let identity = login::identify(startup)?;
-    login::negotiate(startup, out);
+    let protocol = login::negotiate(startup, out);
     let auth = login::authenticate(app, stream, buf, out, &identity.user);
     tokio::time::timeout_at(login.deadline, auth)
         .await
@@ -197,9 +206,14 @@ async fn logged_in(
     let (told, cancel) = match &owned {
         Some(checkout) => {
             let conn = checkout.conn_ref();
-            (Arc::new(conn.params.clone()), app.cancels.register_as(conn.cancel_target().process_id))
+            (
+                Arc::new(conn.params.clone()),
+                app.cancels.register_as(conn.cancel_target().process_id, protocol.cancel_key_len()),
+            )
         }
-        None => (welcome_params(&pool, &fresh, &report.values), app.cancels.register()),
+        None => {
+            (welcome_params(&pool, &fresh, &report.values), app.cancels.register(protocol.cancel_key_len()))
+        }
     };
     // As PostgreSQL, which raises them while it applies the startup settings.
     for notice in &report.notices {

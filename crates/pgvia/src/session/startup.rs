@@ -9,7 +9,7 @@ use wire::startup::{StartupMessage, StartupPacket};
 
 use super::error::SessionError;
 use crate::app::App;
-use crate::config::TlsMode;
+use crate::net::server_tls::ALPN_POSTGRESQL;
 use crate::net::ClientStream;
 
 /// What the untagged phase ended with.
@@ -47,7 +47,7 @@ async fn read_packet<S: tokio::io::AsyncRead + Unpin>(
                     Err(e @ wire::WireError::UnsupportedProtocol { .. }) => {
                         Read::Invalid(SessionError::refused(
                             SqlState::FEATURE_NOT_SUPPORTED,
-                            format!("{e}: pgvia speaks protocol 3.0"),
+                            format!("{e}: pgvia speaks protocol 3.0 to 3.2"),
                         ))
                     }
                     Err(e) => Read::Invalid(e.into()),
@@ -62,48 +62,60 @@ async fn read_packet<S: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-/// Runs the untagged phase on a fresh connection.
-pub async fn open(app: &App, mut tcp: TcpStream) -> Result<Option<Opening>, SessionError> {
+/// The first byte of a TLS handshake record: a client using direct TLS (PostgreSQL 17's
+/// `sslnegotiation=direct`) starts with it where a packet length would be.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// Runs the untagged phase on a fresh connection (TCP or Unix socket, not yet TLS).
+pub async fn open(app: &App, raw: ClientStream) -> Result<Option<Opening>, SessionError> {
     let mut buf = BytesMut::with_capacity(1024);
+    let mut raw = match (raw, app.tls.as_ref()) {
+        (ClientStream::Plain(tcp), Some(acceptor)) => {
+            let mut first = [0u8; 1];
+            // Peeked, not read: a plain client's packet stays whole for the loop below.
+            match tcp.peek(&mut first).await? {
+                0 => return Ok(None),
+                _ if first[0] == TLS_HANDSHAKE => return direct_tls(acceptor, tcp, buf).await,
+                _ => ClientStream::Plain(tcp),
+            }
+        }
+        (raw, _) => raw,
+    };
     let mut gss_declined = false;
     loop {
-        let packet = match read_packet(&mut tcp, &mut buf).await? {
+        let packet = match read_packet(&mut raw, &mut buf).await? {
             Read::Packet(p) => p,
             Read::Eof => return Ok(None),
-            Read::Invalid(error) => {
-                return Ok(Some(Opening::Refused { stream: ClientStream::Plain(tcp), error }))
-            }
+            Read::Invalid(error) => return Ok(Some(Opening::Refused { stream: raw, error })),
         };
         match packet {
             StartupPacket::GssEncRequest if !gss_declined => {
                 gss_declined = true;
-                tcp.write_all(b"N").await?;
+                raw.write_all(b"N").await?;
             }
             StartupPacket::SslRequest => {
                 if !buf.is_empty() {
                     // Bytes after an SSLRequest, before our answer, would be read as if
                     // encrypted: a classic injection. PostgreSQL refuses them too.
                     let error = SessionError::ProtocolState("received unencrypted data after SSL request");
-                    return Ok(Some(Opening::Refused { stream: ClientStream::Plain(tcp), error }));
+                    return Ok(Some(Opening::Refused { stream: raw, error }));
                 }
-                let Some(acceptor) = app.tls.as_ref() else {
-                    tcp.write_all(b"N").await?;
-                    continue;
+                // Unix sockets are declined, as PostgreSQL declines them.
+                let acceptor = match (&raw, app.tls.as_ref()) {
+                    (ClientStream::Plain(_), Some(acceptor)) => acceptor,
+                    _ => {
+                        raw.write_all(b"N").await?;
+                        continue;
+                    }
                 };
-                tcp.write_all(b"S").await?;
+                raw.write_all(b"S").await?;
+                let ClientStream::Plain(tcp) = raw else {
+                    return Err(SessionError::ProtocolState(
+                        "TLS requested on a stream that cannot carry it",
+                    ));
+                };
                 let tls = acceptor.accept(tcp).await.map_err(SessionError::Tls)?;
-                let mut stream = ClientStream::Tls(Box::new(tls));
-                let error = match read_packet(&mut stream, &mut buf).await? {
-                    Read::Packet(StartupPacket::Startup(startup)) => {
-                        return Ok(Some(Opening::Login { stream, startup, buf }))
-                    }
-                    Read::Packet(_) => {
-                        SessionError::ProtocolState("expected a StartupMessage after the TLS handshake")
-                    }
-                    Read::Eof => return Ok(None),
-                    Read::Invalid(e) => e,
-                };
-                return Ok(Some(Opening::Refused { stream, error }));
+                return after_handshake(ClientStream::Tls(Box::new(tls)), buf).await;
             }
             StartupPacket::Cancel { process_id, secret } => {
                 // Checked before the key: guessing keys costs the guesser the same budget.
@@ -113,7 +125,7 @@ pub async fn open(app: &App, mut tcp: TcpStream) -> Result<Option<Opening>, Sess
                         "cancel request dropped: over limits.cancel_requests_per_second"
                     );
                 } else if let Some(cancel) = app.cancels.lookup(process_id, &secret) {
-                    let server = cancel.target.server;
+                    let server = cancel.target.server.clone();
                     if let Err(e) = crate::cancel::forward(cancel, app.cancel_timeout()).await {
                         tracing::warn!(error = %e, %server, "could not forward cancel request");
                     }
@@ -123,20 +135,60 @@ pub async fn open(app: &App, mut tcp: TcpStream) -> Result<Option<Opening>, Sess
                 return Ok(Some(Opening::Cancelled));
             }
             StartupPacket::Startup(startup) => {
-                let stream = ClientStream::Plain(tcp);
-                if app.config().general.tls_mode == TlsMode::Require {
+                // A Unix socket is protected by its file's permissions, and cannot carry TLS.
+                if matches!(raw, ClientStream::Plain(_)) && app.config().general.tls_mode.requires_tls() {
                     let error = SessionError::refused(
                         SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
-                        "TLS is required by this pgvia (tls_mode = require); connect with sslmode=require",
+                        format!(
+                            "TLS is required by this pgvia (tls_mode = {}); connect with sslmode=require",
+                            app.config().general.tls_mode
+                        ),
                     );
-                    return Ok(Some(Opening::Refused { stream, error }));
+                    return Ok(Some(Opening::Refused { stream: raw, error }));
                 }
-                return Ok(Some(Opening::Login { stream, startup, buf }));
+                return Ok(Some(Opening::Login { stream: raw, startup, buf }));
             }
             StartupPacket::GssEncRequest => {
                 let error = SessionError::ProtocolState("GSSENCRequest sent twice");
-                return Ok(Some(Opening::Refused { stream: ClientStream::Plain(tcp), error }));
+                return Ok(Some(Opening::Refused { stream: raw, error }));
             }
         }
     }
+}
+
+/// A client that opened with a TLS ClientHello. PostgreSQL 17 insists on ALPN
+/// `postgresql` here, which shows the client meant PostgreSQL over TLS (not some other
+/// protocol pointed at the port); so does pgvia.
+async fn direct_tls(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    tcp: TcpStream,
+    buf: BytesMut,
+) -> Result<Option<Opening>, SessionError> {
+    let tls = acceptor.accept(tcp).await.map_err(SessionError::Tls)?;
+    let alpn_ok = tls.get_ref().1.alpn_protocol() == Some(ALPN_POSTGRESQL);
+    let stream = ClientStream::Tls(Box::new(tls));
+    if !alpn_ok {
+        let error = SessionError::refused(
+            SqlState::PROTOCOL_VIOLATION,
+            "received direct SSL connection request without ALPN protocol negotiation extension",
+        );
+        return Ok(Some(Opening::Refused { stream, error }));
+    }
+    after_handshake(stream, buf).await
+}
+
+/// After a TLS handshake only a StartupMessage may come.
+async fn after_handshake(
+    mut stream: ClientStream,
+    mut buf: BytesMut,
+) -> Result<Option<Opening>, SessionError> {
+    let error = match read_packet(&mut stream, &mut buf).await? {
+        Read::Packet(StartupPacket::Startup(startup)) => {
+            return Ok(Some(Opening::Login { stream, startup, buf }))
+        }
+        Read::Packet(_) => SessionError::ProtocolState("expected a StartupMessage after the TLS handshake"),
+        Read::Eof => return Ok(None),
+        Read::Invalid(e) => e,
+    };
+    Ok(Some(Opening::Refused { stream, error }))
 }

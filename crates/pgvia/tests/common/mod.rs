@@ -111,6 +111,13 @@ impl ConfigBuilder {
         self
     }
 
+    /// Adds `key = value` lines to the `app` database's entry.
+    pub fn app_database(mut self, lines: &str) -> Self {
+        self.databases[0].push('\n');
+        self.databases[0].push_str(lines);
+        self
+    }
+
     /// Adds a `[[users]]` entry, given as its body lines.
     pub fn user(mut self, body: &str) -> Self {
         self.users.push(body.to_owned());
@@ -135,6 +142,8 @@ impl ConfigBuilder {
 /// pgvia running in this process on an ephemeral port.
 pub struct TestProxy {
     pub addr: SocketAddr,
+    /// pgvia's Unix socket file, when `general.unix_socket_dir` is set.
+    pub unix_socket: Option<std::path::PathBuf>,
     /// Where `/metrics` is served, when `general.metrics_listen` is set.
     pub metrics: Option<SocketAddr>,
     pub app: Arc<App>,
@@ -168,12 +177,13 @@ impl TestProxy {
         let proxy = Proxy::bind(config).await.expect("bind pgvia");
         let addr = proxy.local_addr().expect("local_addr");
         let metrics = proxy.metrics_addr();
+        let unix_socket = proxy.unix_socket_path().map(Path::to_path_buf);
         let app = proxy.app().clone();
         let (stop, stop_rx) = oneshot::channel::<()>();
         let done = tokio::spawn(proxy.run(async move {
             let _ = stop_rx.await;
         }));
-        TestProxy { addr, metrics, app, stop: Some(stop), done: Some(done) }
+        TestProxy { addr, unix_socket, metrics, app, stop: Some(stop), done: Some(done) }
     }
 
     pub fn port(&self) -> u16 {

@@ -19,11 +19,21 @@ use tokio_postgres::Socket;
 
 /// PEM files in a temp dir, removed on drop.
 pub struct TestCerts {
-    _dir: TempDir,
+    dir: TempDir,
     pub ca_file: PathBuf,
     pub cert_file: PathBuf,
     pub key_file: PathBuf,
     ca_der: CertificateDer<'static>,
+    ca_cert: rcgen::Certificate,
+    ca_key: KeyPair,
+}
+
+/// A certificate and its key, as PEM text and as files.
+pub struct Issued {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
 }
 
 impl TestCerts {
@@ -48,7 +58,34 @@ impl TestCerts {
         std::fs::write(&ca_file, ca_cert.pem()).expect("write CA");
         std::fs::write(&cert_file, cert.pem()).expect("write certificate");
         std::fs::write(&key_file, key.serialize_pem()).expect("write key");
-        TestCerts { _dir: dir, ca_file, cert_file, key_file, ca_der: ca_cert.der().clone() }
+        let ca_der = ca_cert.der().clone();
+        TestCerts { dir, ca_file, cert_file, key_file, ca_der, ca_cert, ca_key }
+    }
+
+    /// A certificate from this CA for `names` (DNS names or IP addresses) with common name
+    /// `cn`, written as `<file>.crt`/`<file>.key`: a server's or a client's.
+    pub fn issue(&self, file: &str, names: &[&str], cn: &str) -> Issued {
+        let key = KeyPair::generate().expect("key");
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).expect("params");
+        params.distinguished_name.push(DnType::CommonName, cn);
+        let cert = params.signed_by(&key, &self.ca_cert, &self.ca_key).expect("sign");
+        let cert_file = self.dir.path().join(format!("{file}.crt"));
+        let key_file = self.dir.path().join(format!("{file}.key"));
+        std::fs::write(&cert_file, cert.pem()).expect("write certificate");
+        std::fs::write(&key_file, key.serialize_pem()).expect("write key");
+        use std::os::unix::fs::PermissionsExt;
+        // libpq refuses a client key others can read.
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod key");
+        Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem(), cert_file, key_file }
+    }
+
+    /// The PEM certificate and key of the server certificate (for PostgreSQL's `ssl_pem`).
+    pub fn server_pem(&self) -> (String, String) {
+        (
+            std::fs::read_to_string(&self.cert_file).expect("read certificate"),
+            std::fs::read_to_string(&self.key_file).expect("read key"),
+        )
     }
 
     /// `[general]` lines enabling TLS with these files.
@@ -58,6 +95,23 @@ impl TestCerts {
             format!("tls_cert_file = \"{}\"", self.cert_file.display()),
             format!("tls_key_file = \"{}\"", self.key_file.display()),
         ]
+    }
+
+    /// A rustls client configuration trusting this CA, offering ALPN `postgresql` if asked
+    /// (direct TLS).
+    pub fn client_config(&self, alpn: bool) -> Arc<ClientConfig> {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.ca_der.clone()).expect("add CA");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        if alpn {
+            config.alpn_protocols = vec![b"postgresql".to_vec()];
+        }
+        Arc::new(config)
     }
 
     /// A connector that verifies the server against this CA (and the host name).

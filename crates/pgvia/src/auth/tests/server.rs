@@ -20,7 +20,7 @@ fn loopback(
     let mut to_server = BytesMut::new();
     let mut to_client = BytesMut::new();
     let mut client = ClientAuthenticator::start(method, secret, "alice", &mut to_server);
-    let mut server = ServerAuthenticator::new("alice", password);
+    let mut server = ServerAuthenticator::new("alice", password, ServerAuthPolicy::default());
     for _ in 0..10 {
         if client.is_done() {
             build::authentication_ok(&mut to_server);
@@ -92,7 +92,7 @@ fn request(code: i32, rest: &[u8]) -> Vec<u8> {
 }
 
 fn first_error(steps: &[Vec<u8>]) -> ServerAuthError {
-    let mut auth = ServerAuthenticator::new("alice", Some("pencil"));
+    let mut auth = ServerAuthenticator::new("alice", Some("pencil"), ServerAuthPolicy::default());
     let mut out = BytesMut::new();
     for s in steps {
         if let Err(e) = auth.on_auth_request(s, &mut out) {
@@ -131,7 +131,7 @@ fn ok_in_the_middle_of_scram_is_refused() {
 /// cannot produce the right signature, however it tries.
 #[test]
 fn server_signature_is_verified() {
-    let mut auth = ServerAuthenticator::new("alice", Some("pencil"));
+    let mut auth = ServerAuthenticator::new("alice", Some("pencil"), ServerAuthPolicy::default());
     let mut out = BytesMut::new();
     auth.on_auth_request(&request(10, b"SCRAM-SHA-256\0\0"), &mut out).unwrap();
     let initial = frames(&mut out).pop().unwrap();
@@ -166,7 +166,7 @@ fn server_final_errors_and_garbage() {
         let [plain, ..] = alice_secrets();
         let mut client =
             ClientAuthenticator::start(AuthMethod::ScramSha256, Some(&plain), "alice", &mut to_server);
-        let mut server = ServerAuthenticator::new("alice", Some("pencil"));
+        let mut server = ServerAuthenticator::new("alice", Some("pencil"), ServerAuthPolicy::default());
         let mut to_client = BytesMut::new();
         for _ in 0..2 {
             for f in frames(&mut to_server) {
@@ -185,4 +185,45 @@ fn server_final_errors_and_garbage() {
             _ => assert!(matches!(e, ServerAuthError::ScramServerFinal), "{e:?}"),
         }
     }
+}
+
+#[test]
+fn plain_passwords_are_refused_when_the_policy_says_so() {
+    let policy = ServerAuthPolicy { plain_passwords: PlainPasswords::Refused, ..ServerAuthPolicy::default() };
+    for (req, method) in [(request(3, b""), "cleartext"), (request(5, b"salt"), "MD5")] {
+        let mut auth = ServerAuthenticator::new("alice", Some("pencil"), policy);
+        let mut out = BytesMut::new();
+        let e = auth.on_auth_request(&req, &mut out).unwrap_err();
+        assert!(matches!(e, ServerAuthError::PlainRefused { method: m } if m == method), "{e:?}");
+        assert!(out.is_empty(), "nothing of the password is sent");
+    }
+    // SCRAM is still answered.
+    let mut auth = ServerAuthenticator::new("alice", Some("pencil"), policy);
+    let mut out = BytesMut::new();
+    auth.on_auth_request(&request(10, b"SCRAM-SHA-256\0\0"), &mut out).unwrap();
+    assert!(!out.is_empty());
+}
+
+#[test]
+fn scram_iteration_count_is_bounded() {
+    let run = |count: &str, max: u32| {
+        let policy = ServerAuthPolicy { max_scram_iterations: max, ..ServerAuthPolicy::default() };
+        let mut auth = ServerAuthenticator::new("alice", Some("pencil"), policy);
+        let mut out = BytesMut::new();
+        auth.on_auth_request(&request(10, b"SCRAM-SHA-256\0\0"), &mut out).unwrap();
+        let initial = frames(&mut out).pop().unwrap();
+        let mut r = wire::reader::Reader::new(initial.body(), "test");
+        r.cstr().unwrap();
+        let client_first = r.nullable_bytes().unwrap().unwrap();
+        let nonce = &client_first[client_first.iter().position(|&b| b == b'r').unwrap() + 2..];
+        let mut server_first = b"r=".to_vec();
+        server_first.extend_from_slice(nonce);
+        server_first.extend_from_slice(format!("XYZ,s=c2FsdHNhbHQ=,i={count}").as_bytes());
+        auth.on_auth_request(&request(11, &server_first), &mut out)
+    };
+    assert!(run("4096", 4096).is_ok());
+    let e = run("4097", 4096).unwrap_err();
+    assert!(matches!(e, ServerAuthError::TooManyIterations { count: 4097, max: 4096 }), "{e:?}");
+    let e = run("99999999999999999999999", 100_000).unwrap_err();
+    assert!(matches!(e, ServerAuthError::TooManyIterations { count: u64::MAX, .. }), "{e:?}");
 }
