@@ -67,10 +67,9 @@ impl Script {
         }
     }
 
-    /// The client sent `frames`.
-    fn client(&mut self, frames: &[u8]) -> Next {
-        self.bufs.from_client.extend_from_slice(frames);
-        let mut t = Tracking {
+    /// The session's parts as a turn takes them, borrowed at once.
+    fn parts(&mut self) -> (Tracking<'_>, &mut Buffers, &FrameDecoder, &mut ServerConn, &mut bool) {
+        let tracking = Tracking {
             analyzer: &self.analyzer,
             memo: &mut self.memo,
             state: &mut self.state,
@@ -83,35 +82,26 @@ impl Script {
             role: &mut self.role,
             replica_split: None,
         };
-        let next = super::client_frames(&mut self.bufs, &self.decoder, &mut self.server, Some(&mut t));
-        (self.held, self.open_batch) = (t.held, t.open_batch);
+        (tracking, &mut self.bufs, &self.decoder, &mut self.server, &mut self.server_fatal)
+    }
+
+    /// The client sent `frames`.
+    fn client(&mut self, frames: &[u8]) -> Next {
+        self.bufs.from_client.extend_from_slice(frames);
+        let (mut t, bufs, decoder, server, _) = self.parts();
+        let next = super::client_frames(bufs, decoder, server, Some(&mut t));
+        let kept = (t.held, t.open_batch);
+        (self.held, self.open_batch) = kept;
         next
     }
 
     /// The server sent `frames`.
     fn server(&mut self, frames: &[u8]) -> Next {
         self.server.read_buf.extend_from_slice(frames);
-        let mut t = Tracking {
-            analyzer: &self.analyzer,
-            memo: &mut self.memo,
-            state: &mut self.state,
-            pool_name: "db/user",
-            pool_stats: &self.stats,
-            statements: self.statements.as_mut(),
-            refuse_transactions: self.statement_mode,
-            held: self.held,
-            open_batch: self.open_batch,
-            role: &mut self.role,
-            replica_split: None,
-        };
-        let next = super::server_bytes(
-            &mut self.bufs,
-            &self.decoder,
-            &mut self.server,
-            Some(&mut t),
-            &mut self.server_fatal,
-        );
-        (self.held, self.open_batch) = (t.held, t.open_batch);
+        let (mut t, bufs, decoder, server, fatal) = self.parts();
+        let next = super::server_bytes(bufs, decoder, server, Some(&mut t), fatal);
+        let kept = (t.held, t.open_batch);
+        (self.held, self.open_batch) = kept;
         next
     }
 
