@@ -52,12 +52,12 @@ fn frontend() -> Vec<Vec<u8>> {
     let fcall = frame(b'F', &[&be32(1598)[..], b"\0\x01\0\0\0\x01", &be32(3), b"abc", b"\0\0"].concat());
     let copy = [frame(b'd', b"1\tone\n"), frame(b'c', b""), frame(b'f', b"client gave up\0")];
     let mut seeds = vec![
-        stream(0, &[query.clone()]),
+        stream(0, std::slice::from_ref(&query)),
         stream(0, &[parse.clone(), bind.clone(), describe_p.clone(), execute.clone(), sync.clone()]),
         stream(0x30, &[parse.clone(), describe_s.clone(), sync.clone(), close.clone(), sync.clone()]),
-        stream(0x02, &[bind.clone()]),
+        stream(0x02, std::slice::from_ref(&bind)),
         stream(0x01, &[query.clone(), query.clone()]),
-        stream(0, &[fcall.clone()]),
+        stream(0, std::slice::from_ref(&fcall)),
         stream(0, &[frame(b'H', b""), frame(b'X', b"")]),
         stream(0, &[frame(b'p', b"secret\0")]),
         stream(0xf0, &copy),
@@ -70,7 +70,7 @@ fn frontend() -> Vec<Vec<u8>> {
         stream(0, &[frame(b'B', b"\0\0\0\x01\0\x05\0\x01\xff\xff\xff\xfe\0\0")]),
     ];
     for f in [&parse, &bind, &describe_s, &describe_p, &execute, &close, &query, &fcall] {
-        seeds.push(stream(0x50, &[f.clone()]));
+        seeds.push(stream(0x50, std::slice::from_ref(f)));
         // The same message cut short by one byte inside its declared length.
         let mut cut = f.clone();
         cut.pop();
@@ -132,8 +132,8 @@ fn backend() -> Vec<Vec<u8>> {
         frame(b'Z', b"T"),
     ];
     let mut seeds = vec![
-        stream(0, &[auth.clone()]),
-        stream(0, &[login.clone()]),
+        stream(0, std::slice::from_ref(&auth)),
+        stream(0, std::slice::from_ref(&login)),
         stream(0, &reply),
         stream(0x70, &reply),
         stream(0, &[err.to_vec(), frame(b'Z', b"E")]),
@@ -152,7 +152,7 @@ fn backend() -> Vec<Vec<u8>> {
         stream(0, &[frame(b'Z', b"X")]),
     ];
     for f in reply.iter().chain([&row_description, &data_row]) {
-        seeds.push(stream(0x03, &[f.clone()]));
+        seeds.push(stream(0x03, std::slice::from_ref(f)));
     }
     seeds
 }

@@ -48,7 +48,7 @@ fn step(b: u8, copy_tail: bool) -> Step {
             0 | 1 => Msg::CopyData,
             2 => Msg::CopyDone,
             3 => Msg::CopyFail,
-            _ if arg % 2 == 0 => Msg::Sync,
+            _ if arg.is_multiple_of(2) => Msg::Sync,
             _ => Msg::Flush,
         });
     }

@@ -250,7 +250,7 @@ impl Server {
             }
             Msg::Parse { ok } => self.step(ok, b'1', &[]),
             Msg::Bind { ok } => self.step(ok, b'2', &[]),
-            Msg::DescribeStatement { ok } => self.step(ok, b't', &[b'T']),
+            Msg::DescribeStatement { ok } => self.step(ok, b't', b"T"),
             Msg::DescribePortal { ok } => self.step(ok, b'n', &[]),
             Msg::Close { ok } => self.step(ok, b'3', &[]),
             Msg::Sync => self.sync(),
