@@ -21,7 +21,9 @@ use std::sync::OnceLock;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use bytes::BytesMut;
-use pgvia::auth::{AuthMethod, AuthStep, ClientAuthenticator, Secret, ServerAuthStep, ServerAuthenticator};
+use pgvia::auth::{
+    AuthMethod, AuthStep, ClientAuthenticator, Secret, ServerAuthPolicy, ServerAuthStep, ServerAuthenticator,
+};
 use wire::scram::{parse_server_final, ScramVerifier, ServerExchange, ServerFinal, SERVER_NONCE_LEN};
 
 use crate::split::messages;
@@ -105,7 +107,7 @@ fn authenticator(method: AuthMethod, secret: Option<Secret>, msgs: &[&[u8]]) {
 }
 
 pub fn client(data: &[u8]) {
-    let mut auth = ServerAuthenticator::new("fuzz", Some(PASSWORD));
+    let mut auth = ServerAuthenticator::new("fuzz", Some(PASSWORD), ServerAuthPolicy::default());
     let mut out = BytesMut::new();
     let mut nonce = Vec::new();
     let mut ended = false;
