@@ -158,7 +158,7 @@ async fn pipelined_local_answers_without_reading_keep_memory_bounded() {
     let other = proxy.connect(USER, PASSWORD, DB).await;
     other.simple_query("SELECT 1").await.unwrap();
     let conn = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.unwrap();
-    let (mut replies, mut requests) = conn.stream.into_split();
+    let (mut replies, requests) = conn.stream.into_split();
     let before = rss_kib();
 
     // 100 MiB of BEGIN/COMMIT pairs, written from one 64 KiB chunk so the test itself holds
@@ -169,17 +169,7 @@ async fn pipelined_local_answers_without_reading_keep_memory_bounded() {
         chunk.extend_from_slice(&query("COMMIT"));
     }
     let pairs_per_chunk = chunk.len() / (query("BEGIN").len() + query("COMMIT").len());
-    let total = 100 * 1024 * 1024 / chunk.len();
-    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let progress = written.clone();
-    let writer = tokio::spawn(async move {
-        for _ in 0..total {
-            if requests.write_all(&chunk).await.is_err() {
-                return;
-            }
-            progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-    });
+    let (writer, written, total) = write_100_mib(requests, chunk);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let stalled_at = written.load(std::sync::atomic::Ordering::Relaxed);
     let grown = rss_kib().saturating_sub(before);
@@ -545,17 +535,7 @@ async fn messages_held_behind_a_running_statement_stop_the_reads() {
     while chunk.len() < 64 * 1024 {
         chunk.extend_from_slice(&query("BEGIN"));
     }
-    let total = 100 * 1024 * 1024 / chunk.len();
-    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let progress = written.clone();
-    let writer = tokio::spawn(async move {
-        for _ in 0..total {
-            if requests.write_all(&chunk).await.is_err() {
-                return;
-            }
-            progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-    });
+    let (writer, written, total) = write_100_mib(requests, chunk);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let stalled_at = written.load(std::sync::atomic::Ordering::Relaxed);
     let grown = rss_kib().saturating_sub(before);
@@ -598,4 +578,24 @@ async fn a_reload_applies_new_limits_to_the_next_connection() {
     let quiet = tokio::time::timeout(Duration::from_millis(500), admitted.read(&mut byte)).await;
     assert!(quiet.is_err(), "the connection was answered: {quiet:?}");
     proxy.stop().await;
+}
+
+/// Writes 100 MiB as copies of `chunk` without reading anything, in a task of its own;
+/// returns it, the number of chunks written so far, and how many there are in all.
+fn write_100_mib(
+    mut requests: tokio::net::tcp::OwnedWriteHalf,
+    chunk: Vec<u8>,
+) -> (tokio::task::JoinHandle<()>, std::sync::Arc<std::sync::atomic::AtomicUsize>, usize) {
+    let total = 100 * 1024 * 1024 / chunk.len();
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let progress = written.clone();
+    let writer = tokio::spawn(async move {
+        for _ in 0..total {
+            if requests.write_all(&chunk).await.is_err() {
+                return;
+            }
+            progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    (writer, written, total)
 }
