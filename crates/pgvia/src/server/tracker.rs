@@ -194,6 +194,9 @@ pub struct ReplyTracker {
     /// The server entered COPY IN from a query whose Sync was already sent; PostgreSQL ignores
     /// Syncs during COPY IN, so the client's Syncs until its CopyDone/CopyFail owe nothing.
     syncs_ignored_until_copy_end: bool,
+    /// The COPY under way was started by an Execute: an error ending it leaves the server
+    /// discarding messages until the next Sync, as after any extended-protocol error.
+    copy_from_execute: bool,
     /// An extended-protocol error left the server discarding messages until the next Sync,
     /// which has not been sent yet.
     skipping: bool,
@@ -209,6 +212,7 @@ impl Default for ReplyTracker {
             batch: Batch::Closed,
             copy: CopyState::None,
             syncs_ignored_until_copy_end: false,
+            copy_from_execute: false,
             skipping: false,
             finished: Vec::new(),
         }
@@ -382,6 +386,7 @@ impl ReplyTracker {
         };
         self.tx = status;
         self.copy = CopyState::None;
+        self.copy_from_execute = false;
         loop {
             match self.queue.pop_front() {
                 Some(p) if p.request.answered_by_ready() => {
@@ -405,9 +410,20 @@ impl ReplyTracker {
     /// An ErrorResponse: a Query or Sync stays owed until its ReadyForQuery; any other
     /// request failed, and the server skips everything after it up to the next Sync.
     fn error(&mut self, body: &[u8]) -> (ServerEvent, Fate) {
+        let ends_extended_copy = self.copy != CopyState::None && self.copy_from_execute;
+        if self.copy != CopyState::None {
+            // The COPY is over: a Sync the client sends from now on counts again.
+            self.syncs_ignored_until_copy_end = false;
+        }
         self.copy = CopyState::None;
         let event = if is_fatal(body) { ServerEvent::Fatal } else { ServerEvent::Other };
         let front = self.queue.front().map(|p| p.request);
+        if ends_extended_copy && front != Some(Request::Sync) {
+            // The COPY an Execute started failed (CopyFail, bad data): the server now skips
+            // what the client sent after it up to the next Sync. Its error answers no request.
+            self.skip_to_sync();
+            return (event, Fate::Forward);
+        }
         match front {
             None | Some(Request::Query | Request::FunctionCall | Request::Sync) => {
                 let fate = match self.queue.front_mut() {
@@ -436,15 +452,7 @@ impl ReplyTracker {
                     _ => None,
                 };
                 self.settle(failed, false);
-                while let Some(p) = self.queue.front() {
-                    if p.request == Request::Sync {
-                        break;
-                    }
-                    if let Some(p) = self.queue.pop_front() {
-                        self.settle(p, false);
-                    }
-                }
-                self.skipping = self.queue.is_empty();
+                self.skip_to_sync();
                 // Replayable only when nothing but the exchange's own Sync is still owed.
                 match (replay, self.queue.len()) {
                     (Some((id, true)), 1) => {
@@ -460,6 +468,20 @@ impl ReplyTracker {
                 }
             }
         }
+    }
+
+    /// After an extended-protocol error: the server skips every request up to the next Sync
+    /// (settled as failed); with no Sync sent yet, it goes on skipping what comes.
+    fn skip_to_sync(&mut self) {
+        while let Some(p) = self.queue.front() {
+            if p.request == Request::Sync {
+                break;
+            }
+            if let Some(p) = self.queue.pop_front() {
+                self.settle(p, false);
+            }
+        }
+        self.skipping = self.queue.is_empty();
     }
 
     /// A CopyDone/CopyFail sent behind a Query or Execute ends the COPY that request may
@@ -487,7 +509,8 @@ impl ReplyTracker {
             return;
         };
         let mut i = pos;
-        if self.queue[pos].request == Request::Execute {
+        self.copy_from_execute = self.queue[pos].request == Request::Execute;
+        if self.copy_from_execute {
             if let Some(p) = self.queue.remove(pos) {
                 self.settle(p, true);
             }
@@ -497,6 +520,7 @@ impl ReplyTracker {
         if !copy_in {
             return;
         }
+        let mut ended = false;
         while i < self.queue.len() {
             match self.queue[i].request {
                 Request::Sync => {
@@ -504,12 +528,18 @@ impl ReplyTracker {
                 }
                 Request::CopyEnd => {
                     self.queue.remove(i);
-                    return;
+                    ended = true;
+                    break;
                 }
                 _ => i += 1,
             }
         }
-        self.syncs_ignored_until_copy_end = true;
+        self.syncs_ignored_until_copy_end = !ended;
+        if self.copy_from_execute {
+            // The Syncs just dropped were counted as closing the implicit transaction when they
+            // were sent; the server ignores them, so it is open until a Sync after the COPY.
+            self.batch = self.queue.iter().skip(pos).fold(Batch::Open, |b, p| b.after(p.request));
+        }
     }
 
     pub fn transaction_status(&self) -> TransactionStatus {
@@ -613,176 +643,5 @@ pub fn is_fatal(body: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn client(t: &mut ReplyTracker, tags: &[u8]) {
-        tags.iter().for_each(|&g| t.client_sent(g, b""));
-    }
-
-    fn ready(t: &mut ReplyTracker, s: u8) -> ServerEvent {
-        t.server_sent(b'Z', &[s]).0
-    }
-
-    #[test]
-    fn simple_and_pipelined_queries() {
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"Q");
-        assert_eq!(
-            ready(&mut t, b'I'),
-            ServerEvent::Ready { status: TransactionStatus::Idle, quiescent: true }
-        );
-        client(&mut t, b"PBDESPBDES");
-        for tag in [b'1', b'2', b'T', b'D', b'C'] {
-            t.server_sent(tag, b"");
-        }
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: false, .. }));
-        for tag in [b'1', b'2', b'T', b'D', b'C'] {
-            t.server_sent(tag, b"");
-        }
-        assert!(matches!(ready(&mut t, b'T'), ServerEvent::Ready { quiescent: true, .. }));
-        assert!(!t.is_quiescent(), "a transaction is open");
-    }
-
-    #[test]
-    fn error_mid_pipeline_skips_to_sync() {
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"PBEPBEPBES");
-        t.server_sent(b'1', b"");
-        t.server_sent(b'2', b"");
-        t.server_sent(b'C', b"");
-        t.server_sent(b'E', b"SERROR\0VERROR\0C22012\0Mdivision by zero\0\0");
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-    }
-
-    #[test]
-    fn extended_copy_in_ignores_the_sync_sent_with_execute() {
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"PBES");
-        t.server_sent(b'1', b"");
-        t.server_sent(b'2', b"");
-        t.server_sent(b'G', b"");
-        assert_eq!(t.copy_state(), CopyState::In);
-        client(&mut t, b"ddcS");
-        t.server_sent(b'C', b"");
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-    }
-
-    #[test]
-    fn extended_copy_in_with_data_already_sent() {
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"PBESddcS");
-        t.server_sent(b'1', b"");
-        t.server_sent(b'2', b"");
-        t.server_sent(b'G', b"");
-        t.server_sent(b'C', b"");
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-    }
-
-    #[test]
-    fn simple_copy_out_then_next_execute() {
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"Q");
-        t.server_sent(b'H', b"");
-        t.server_sent(b'd', b"");
-        t.server_sent(b'c', b"");
-        t.server_sent(b'C', b"");
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-    }
-
-    #[test]
-    fn open_execute_needs_sync_and_stray_ready_is_desync() {
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"PBEH");
-        assert!(t.needs_sync());
-        for tag in [b'1', b'2', b'C'] {
-            t.server_sent(tag, b"");
-        }
-        assert!(!t.has_pending());
-        assert_eq!(ready(&mut t, b'I'), ServerEvent::Desync);
-    }
-
-    #[test]
-    fn an_unsynced_batch_stays_open_until_its_sync() {
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"PBEH");
-        for tag in [b'1', b'2', b'C'] {
-            t.server_sent(tag, b"");
-        }
-        // Every reply is in, but the implicit transaction is not over.
-        assert_eq!(t.batch(), Batch::Open);
-        assert!(t.needs_sync() && !t.is_quiescent() && !t.at_idle_boundary());
-        // A Query the server skips after an error does not close it; the Sync does.
-        client(&mut t, b"B");
-        t.server_sent(b'E', b"SERROR\0VERROR\0C26000\0Mno such statement\0\0");
-        client(&mut t, b"Q");
-        assert_eq!(t.batch(), Batch::Open);
-        client(&mut t, b"S");
-        assert_eq!(t.batch(), Batch::Closed);
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-        assert!(t.is_quiescent() && t.at_idle_boundary());
-        // A simple query ends the batch as PostgreSQL's own commit of it does.
-        client(&mut t, b"PBEQ");
-        assert_eq!(t.batch(), Batch::Closed);
-    }
-
-    #[test]
-    fn copy_fail_after_the_copy_is_ignored_as_postgres_does() {
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"Q");
-        t.server_sent(b'G', b"");
-        client(&mut t, b"dc");
-        t.server_sent(b'C', b"");
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-        client(&mut t, b"fPS");
-        assert_eq!(t.server_sent(b'1', b"").0, ServerEvent::Other);
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-    }
-
-    #[test]
-    fn copy_end_behind_a_refused_copy_is_owed_nothing() {
-        let error = b"SERROR\0VERROR\0C42P01\0Mrelation does not exist\0\0";
-        // Simple query: COPY refused, its CopyDone (or CopyFail) and a pipelined query behind.
-        for end in [b"c", b"f"] {
-            let mut t = ReplyTracker::default();
-            client(&mut t, b"Q");
-            client(&mut t, end);
-            client(&mut t, b"PBES");
-            t.server_sent(b'E', error);
-            assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: false, .. }));
-            for tag in [b'1', b'2', b'D', b'C'] {
-                assert_eq!(t.server_sent(tag, b"").0, ServerEvent::Other, "{}", char::from(tag));
-            }
-            assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-        }
-        // Alone: the server is quiescent at once.
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"Qc");
-        t.server_sent(b'E', error);
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-        // Extended protocol, CopyDone after the Sync; the Execute fails.
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"PBESc");
-        t.server_sent(b'1', b"");
-        t.server_sent(b'2', b"");
-        t.server_sent(b'E', error);
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-        // The COPY starts: then the CopyDone is its end, and the CommandComplete follows.
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"QcPBES");
-        t.server_sent(b'G', b"");
-        t.server_sent(b'C', b"");
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: false, .. }));
-        for tag in [b'1', b'2', b'C'] {
-            assert_eq!(t.server_sent(tag, b"").0, ServerEvent::Other);
-        }
-        assert!(matches!(ready(&mut t, b'I'), ServerEvent::Ready { quiescent: true, .. }));
-    }
-
-    #[test]
-    fn fatal_error_is_reported() {
-        let mut t = ReplyTracker::default();
-        client(&mut t, b"Q");
-        assert_eq!(t.server_sent(b'E', b"SFATAL\0VFATAL\0C57P01\0Mbye\0\0").0, ServerEvent::Fatal);
-    }
-}
+#[path = "tracker_tests.rs"]
+mod tests;
