@@ -447,17 +447,24 @@ pub(super) fn evict_for(server: &mut ServerSide<'_>, out: &mut BytesMut, stmt: &
 }
 
 fn close_on_server(server: &mut ServerSide<'_>, out: &mut BytesMut, evicted: Arc<Statement>) {
-    let name = evicted.server_name_cstr();
-    out.put_u8(tag::CLOSE);
-    out.put_i32((4 + 1 + name.len()) as i32);
-    out.put_u8(b'S');
-    out.put_slice(name);
-    server.tracker.push(Pending {
-        request: Request::Close,
-        replies: Replies::DropSuccess,
-        server_effect: Some(ServerEffect::Evicted(evicted)),
-        client_effect: None,
+    let effect = ServerEffect::Evicted(evicted.clone());
+    write_close(server.tracker, out, evicted.server_name_cstr(), Replies::DropSuccess, Some(effect));
+}
+
+/// Writes a Close of the server statement `name_cstr` (with its NUL) and queues its reply; the
+/// one way pgvia closes a statement of its own on a server.
+pub(crate) fn write_close(
+    tracker: &mut ReplyTracker,
+    out: &mut BytesMut,
+    name_cstr: &[u8],
+    replies: Replies,
+    server_effect: Option<ServerEffect>,
+) {
+    build::frame(out, tag::CLOSE, |b| {
+        b.put_u8(b'S');
+        b.put_slice(name_cstr);
     });
+    tracker.push(Pending { request: Request::Close, replies, server_effect, client_effect: None });
 }
 
 /// Writes a simple query of pgvia's; like any simple query, it replaces the server's

@@ -23,7 +23,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use wire::frontend::{tag, Oids};
 use wire::sqlstate::SqlState;
 
@@ -317,16 +317,7 @@ impl Forward<'_> {
 
 /// A Close of the statement `name_cstr` (with its NUL), its reply dropped.
 fn close_named(server: &mut super::forward::ServerSide<'_>, out: &mut bytes::BytesMut, name_cstr: &[u8]) {
-    out.put_u8(tag::CLOSE);
-    out.put_i32((4 + 1 + name_cstr.len()) as i32);
-    out.put_u8(b'S');
-    out.put_slice(name_cstr);
-    server.tracker.push(Pending {
-        request: Request::Close,
-        replies: Replies::DropAll,
-        server_effect: None,
-        client_effect: None,
-    });
+    super::forward::write_close(server.tracker, out, name_cstr, Replies::DropAll, None);
 }
 
 /// A query pgvia cannot map onto its statements: a statement name it could not find in the

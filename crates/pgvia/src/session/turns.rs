@@ -10,7 +10,8 @@ use super::error::SessionError;
 use super::exchange::{Buffers, RelayEnd, Tracking};
 use super::pipelined::release_hold_in_open_block;
 use super::server_scan::{answer_in_servers_place, first_reply, scan_server};
-use crate::server::tracker::{Pending, Replies, Request};
+use crate::server::forward::write_close;
+use crate::server::tracker::Replies;
 use crate::server::{FirstRequest, ServerConn};
 
 /// What the relay does after a turn.
@@ -176,16 +177,7 @@ fn retry_stale_plan(
             "plan went stale after DDL; parsing it again and retrying"
         );
         let name = stmt.server_name_cstr();
-        wire::build::frame(&mut bufs.to_server, wire::frontend::tag::CLOSE, |b| {
-            b.extend_from_slice(b"S");
-            b.extend_from_slice(name);
-        });
-        server.tracker.push(Pending {
-            request: Request::Close,
-            replies: Replies::DropSuccess,
-            server_effect: None,
-            client_effect: None,
-        });
+        write_close(&mut server.tracker, &mut bufs.to_server, name, Replies::DropSuccess, None);
         server.statements.forget(id);
     }
     // The exchange goes again, ahead of anything the client sent after it.
