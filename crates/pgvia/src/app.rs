@@ -250,6 +250,15 @@ impl App {
         Arc::new(PoolGroup { hosts, pools })
     }
 
+    /// The pool groups of a sharded database's shards, in shard order (empty for a database
+    /// that is not sharded). Each shard is pooled as a database of its own (`app#2`).
+    pub fn shard_groups(&self, db: &Database, user: &User) -> Vec<Arc<PoolGroup>> {
+        (0..db.shards.len())
+            .filter_map(|i| db.shard_view(i))
+            .map(|view| self.group_for(&view, user))
+            .collect()
+    }
+
     /// A new pool for (`db`, `user`) under `config`; `replacing` hands over its totals.
     pub(crate) fn build_pool(
         &self,

@@ -80,16 +80,6 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BAD_CONFIG);
         }
     };
-    if let Some(db) = config.databases.iter().find(|d| d.is_sharded()) {
-        // Routing by shard lands with the session that holds a server per shard; until then a
-        // sharded database must not be served as if it were one server.
-        eprintln!(
-            "pgvia: refusing to start: database {:?} is sharded, and serving sharded databases is not built yet \
-             (use `pgvia route` to see how its statements would be routed)",
-            db.name
-        );
-        return ExitCode::from(EXIT_BAD_CONFIG);
-    }
     pgvia::logging::init(&config.general.log_level, config.general.log_format);
     pgvia::fdlimit::raise_and_log(&config);
     let runtime = match pgvia::app::runtime(&config) {

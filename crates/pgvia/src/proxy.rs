@@ -94,6 +94,7 @@ impl Proxy {
         tokio::pin!(stop);
         let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
         let fallback_sweeper = tokio::spawn(retire_idle_fallback_pools(Arc::downgrade(&app)));
+        let shard_recovery = tokio::spawn(crate::session::recover_shards(Arc::downgrade(&app), port));
         let metrics = metrics.map(|l| tokio::spawn(crate::metrics::serve(l, app.clone())));
         loop {
             tokio::select! {
@@ -137,6 +138,7 @@ impl Proxy {
         app.pools.close_all();
         sampler.abort();
         fallback_sweeper.abort();
+        shard_recovery.abort();
         if let Some(m) = metrics {
             m.abort();
         }

@@ -57,8 +57,15 @@ pub fn apply(app: &App, new: Config) -> Result<ReloadSummary, ReloadError> {
     let changed_routing: Vec<String> = old
         .databases
         .iter()
-        .filter(|d| new.database(&d.name).is_none_or(|n| n.routing(&new.users) != d.routing(&old.users)))
-        .map(|d| d.name.clone())
+        .filter(|d| {
+            new.database(&d.name)
+                .is_none_or(|n| n.routing(&new.users) != d.routing(&old.users) || n.shards != d.shards)
+        })
+        .flat_map(|d| {
+            // A sharded database's servers are its shards' (`app#0`, `app#1`, ...).
+            let shards = (0..d.shards.len()).map(|i| format!("{}{}{i}", d.name, crate::config::SHARD_MARK));
+            std::iter::once(d.name.clone()).chain(shards)
+        })
         .collect();
     drop(old);
     app.swap_snapshot(Snapshot::new(new)?);
@@ -68,7 +75,9 @@ pub fn apply(app: &App, new: Config) -> Result<ReloadSummary, ReloadError> {
     app.all_hosts();
     let config = app.config();
     for pool in app.pools.all() {
-        let db = config.database_for_client(&pool.key.database);
+        let db = config
+            .database_for_client(&pool.key.database)
+            .or_else(|| config.shard_view(&pool.key.database).map(std::borrow::Cow::Owned));
         let db = db.as_deref();
         let user = config.user(&pool.key.user);
         // The server this pool was made for, if the database still lists it at that place.

@@ -28,7 +28,7 @@ pub use model::{
 pub use routing::{LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole};
 pub use sharding::{
     FunctionKind, KeyLiteral, ListEntry, RangeEntry, ShardEntry, ShardedSchema, ShardedTable, ShardingRules,
-    TableRule, UnshardedTables,
+    TableRule, UnshardedTables, SHARD_MARK,
 };
 pub use values::{parse_duration, Password};
 

@@ -113,6 +113,9 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct General {
+    /// Names this pgvia among others in front of the same shards, in its two-phase commit
+    /// transaction ids. Default: the host name and listen port.
+    pub instance_id: Option<String>,
     /// Address to listen on, an IP address or a hostname. Default `"127.0.0.1"`.
     pub listen_addr: String,
     /// TCP port to listen on. Default 6432.
@@ -204,6 +207,7 @@ pub enum LogFormat {
 impl Default for General {
     fn default() -> Self {
         General {
+            instance_id: None,
             listen_addr: "127.0.0.1".to_owned(),
             listen_port: 6432,
             max_client_connections: 10_000,

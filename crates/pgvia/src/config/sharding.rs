@@ -347,3 +347,43 @@ fn compile_table(t: &ShardedTable, count: usize) -> Result<TableRule, (&'static 
         function,
     })
 }
+
+/// Between a sharded database's name and a shard's number in the name of the shard's pools
+/// and servers (`app#2`): pools, health checks and `SHOW POOLS` treat each shard as a
+/// database of its own.
+pub const SHARD_MARK: char = '#';
+
+impl super::Database {
+    /// Shard `index` of this sharded database as a database of its own: the shard's servers,
+    /// the database's other settings, named `name#index`, with the same server database name.
+    pub fn shard_view(&self, index: usize) -> Option<super::Database> {
+        let entry = self.shards.get(index)?;
+        let mut db = self.clone();
+        db.dbname = Some(self.server_dbname().to_owned());
+        db.name = format!("{}{SHARD_MARK}{index}", self.name);
+        db.shards = Vec::new();
+        db.sharded_tables = Vec::new();
+        db.sharded_schemas = Vec::new();
+        db.unsharded_tables = None;
+        match entry.servers.as_slice() {
+            [] => {
+                db.host = entry.host.clone();
+                db.port = entry.port;
+                db.servers = Vec::new();
+            }
+            servers => {
+                db.host = None;
+                db.servers = servers.to_vec();
+            }
+        }
+        Some(db)
+    }
+}
+
+impl super::Config {
+    /// The database a shard's pool belongs to, from its name (`app#2`).
+    pub fn shard_view(&self, name: &str) -> Option<super::Database> {
+        let (base, index) = name.rsplit_once(SHARD_MARK)?;
+        self.database(base)?.shard_view(index.parse().ok()?)
+    }
+}

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use wire::backend::{tag, BackendMessage};
 use wire::{build, FrameDecoder};
 
@@ -311,9 +311,42 @@ impl ServerConn {
         }
     }
 
+    /// The next whole frame when one can be had without waiting, for a session that reads
+    /// several servers at once (the sharded session); like [`Self::read_frame`], which is
+    /// the same read for one server.
+    pub fn poll_frame(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<wire::Frame, ServerError>> {
+        use std::task::Poll;
+        loop {
+            match self.decoder.decode(&mut self.read_buf) {
+                Ok(Some(f)) => return Poll::Ready(Ok(f)),
+                Ok(None) => {}
+                Err(e) => return Poll::Ready(Err(e.into())),
+            }
+            // Read through a stack buffer: filling `read_buf`'s spare room in place needs
+            // `unsafe` (`advance_mut`), and this path is not the single-server fast path.
+            let mut tmp = [0u8; 16 * 1024];
+            let mut rb = tokio::io::ReadBuf::new(&mut tmp);
+            match std::pin::Pin::new(&mut self.stream).poll_read(cx, &mut rb) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => {
+                    self.mark_broken();
+                    return Poll::Ready(Err(e.into()));
+                }
+                Poll::Ready(Ok(())) if rb.filled().is_empty() => {
+                    self.mark_broken();
+                    return Poll::Ready(Err(ServerError::Closed));
+                }
+                Poll::Ready(Ok(())) => self.read_buf.extend_from_slice(rb.filled()),
+            }
+        }
+    }
+
     /// Records what the session must remember from a server message that is not a reply:
     /// parameter changes and the cancel key.
-    pub(super) fn observe(&mut self, frame: &wire::Frame) -> Result<(), ServerError> {
+    pub(crate) fn observe(&mut self, frame: &wire::Frame) -> Result<(), ServerError> {
         match frame.tag() {
             tag::PARAMETER_STATUS | tag::BACKEND_KEY_DATA => {
                 self.observe_body(frame.tag(), frame.body())?;

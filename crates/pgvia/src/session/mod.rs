@@ -18,6 +18,7 @@ mod relay;
 mod retry;
 mod server_scan;
 mod settings;
+mod sharded;
 mod startup;
 mod state;
 mod statement_mode;
@@ -187,7 +188,13 @@ async fn logged_in(
     build::authentication_ok(out);
     send(stream, out).await?;
 
-    let group = app.group_for(&database, user);
+    // A sharded database: a pool group per shard; the first shard's stands for the
+    // database at login (parameters, settings check).
+    let shard_groups = app.shard_groups(&database, user);
+    let group = match shard_groups.first() {
+        Some(g) => g.clone(),
+        None => app.group_for(&database, user),
+    };
     let pool = group.home();
     let fresh = pool.startup_params().await?;
     let report =
@@ -198,11 +205,12 @@ async fn logged_in(
     // its own backend behave as on a direct connection.
     // When every server is taken, the client logs in at once with a pid of pgvia's and waits
     // for a server at its first query, as before: a login never queues behind other sessions.
-    let owned = if pool.settings.pool_mode == PoolMode::Session && group.is_single() {
-        server_for_life(&pool, &identity.settings, config.general.server_reset_timeout).await?
-    } else {
-        None
-    };
+    let owned =
+        if pool.settings.pool_mode == PoolMode::Session && group.is_single() && shard_groups.is_empty() {
+            server_for_life(&pool, &identity.settings, config.general.server_reset_timeout).await?
+        } else {
+            None
+        };
     let (told, cancel) = match &owned {
         Some(checkout) => {
             let conn = checkout.conn_ref();
@@ -240,6 +248,40 @@ async fn logged_in(
     }
     if config.general.log_connections {
         tracing::info!(client = info.id, addr = %ends.peer, user = %identity.user, database = %identity.database, "client connected");
+    }
+    if !shard_groups.is_empty() {
+        let rules = match database.sharding_rules(0) {
+            Ok(Some(rules)) => rules,
+            _ => {
+                return Err(SessionError::refused(
+                    SqlState::CONFIG_FILE_ERROR,
+                    format!("database \"{}\" has invalid sharding rules", database.name),
+                ))
+            }
+        };
+        let from_client = std::mem::take(buf);
+        let mut session = sharded::ShardedSession::new(
+            app,
+            stream,
+            pool,
+            rules,
+            shard_groups,
+            cancel,
+            FrameDecoder::new(config.general.max_message_size as usize),
+            info.phase_watch(),
+            patron,
+            identity.settings.clone(),
+            from_client,
+        );
+        drop(config);
+        let reason = session.run(out).await;
+        let pool = session.pool.clone();
+        last_words(session.client, out).await;
+        handle.leave(&pool.totals);
+        if app.config().general.log_connections {
+            tracing::info!(client = info.id, addr = %ends.peer, user = %identity.user, database = %identity.database, duration = ?since.elapsed(), reason = %reason, "client disconnected");
+        }
+        return Ok(());
     }
     // Built in a block: the parts moved into the session are then not kept a second time
     // in this function's future, which every idle client carries.
@@ -303,6 +345,49 @@ async fn logged_in(
         );
     }
     Ok(())
+}
+
+/// Finishes the in-doubt cross-shard transactions of every sharded database at start, then
+/// every [`sharded::two_phase::RECOVERY_INTERVAL`] (see `sharded/two_phase.rs`). Logs in
+/// as each database's health-check user.
+pub async fn recover_shards(app: std::sync::Weak<App>, port: u16) {
+    let instance = match app.upgrade() {
+        Some(app) => app.config().general.instance_id.clone().unwrap_or_else(|| {
+            let host = rustix::system::uname().nodename().to_string_lossy().into_owned();
+            format!("{host}{port}")
+        }),
+        None => return,
+    };
+    sharded::two_phase::init(&instance);
+    loop {
+        let Some(app) = app.upgrade() else { return };
+        let config = app.config();
+        let timeout = config.general.server_reset_timeout;
+        let work: Vec<_> = config
+            .databases
+            .iter()
+            .filter(|db| db.is_sharded())
+            .filter_map(|db| {
+                let user =
+                    db.routing(&config.users).health_check_user.and_then(|u| config.user(&u).cloned())?;
+                Some((db.name.clone(), app.shard_groups(db, &user)))
+            })
+            .collect();
+        drop(config);
+        for (name, groups) in work {
+            match sharded::two_phase::recover(&groups, timeout).await {
+                Ok(done) if done != Default::default() => {
+                    tracing::info!(database = %name, committed = done.committed, rolled_back = done.rolled_back, left_to_others = done.left, "cross-shard recovery")
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(database = %name, error = %e, "cross-shard recovery failed; retrying later")
+                }
+            }
+        }
+        drop(app);
+        tokio::time::sleep(sharded::two_phase::RECOVERY_INTERVAL).await;
+    }
 }
 
 /// A session-mode client's server, taken at login if the pool has room for it now and

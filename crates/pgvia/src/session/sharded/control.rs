@@ -1,0 +1,231 @@
+//! Statements the sharded session answers or steers itself: `BEGIN`, `COMMIT`, `ROLLBACK`
+//! (two-phase when several shards wrote), `SET pgvia.shard` / `pgvia.sharding_key`, and what
+//! a sharded database does not run yet (refused with 0A000 rather than run wrongly).
+
+use bytes::{Bytes, BytesMut};
+use route::StatementKind;
+use shard::ShardSet;
+use wire::sqlstate::SqlState;
+
+use super::{ShardedSession, Tx};
+use crate::session::error::SessionError;
+use crate::sharding;
+
+const SHARD_SETTING: &str = "pgvia.shard";
+const KEY_SETTING: &str = "pgvia.sharding_key";
+
+impl ShardedSession<'_> {
+    /// Handles `analysis` if it is a statement the session answers itself. Returns whether it
+    /// did (the reply and its ReadyForQuery are in `to_client`).
+    pub(super) async fn control(
+        &mut self,
+        analysis: &route::Analysis,
+        frame: &Bytes,
+    ) -> Result<bool, SessionError> {
+        if analysis.is_conservative() || analysis.len() != 1 {
+            return Ok(false);
+        }
+        let Some(statement) = analysis.statement(0) else { return Ok(false) };
+        let kind = statement.kind();
+        let name = statement.name().map(str::to_ascii_lowercase);
+        match kind {
+            StatementKind::Begin(_) => {
+                self.begin(frame.clone());
+                Ok(true)
+            }
+            StatementKind::Commit { chain: false } => {
+                self.commit().await?;
+                Ok(true)
+            }
+            StatementKind::Rollback { chain: false } => {
+                self.rollback().await;
+                Ok(true)
+            }
+            StatementKind::Set { .. } | StatementKind::Reset
+                if matches!(name.as_deref(), Some(SHARD_SETTING | KEY_SETTING)) =>
+            {
+                self.set_hint(
+                    name.as_deref().unwrap_or_default(),
+                    statement.value(),
+                    kind == StatementKind::Reset,
+                );
+                Ok(true)
+            }
+            StatementKind::Commit { chain: true }
+            | StatementKind::Rollback { chain: true }
+            | StatementKind::Savepoint
+            | StatementKind::Release
+            | StatementKind::RollbackToSavepoint
+            | StatementKind::PrepareTransaction
+            | StatementKind::CommitPrepared
+            | StatementKind::RollbackPrepared
+            | StatementKind::Copy { .. }
+            | StatementKind::Listen
+            | StatementKind::Unlisten => {
+                let what = match kind {
+                    StatementKind::Copy { .. } => "COPY",
+                    StatementKind::Listen | StatementKind::Unlisten => "LISTEN/UNLISTEN",
+                    StatementKind::Savepoint
+                    | StatementKind::Release
+                    | StatementKind::RollbackToSavepoint => "savepoints",
+                    _ => "this transaction command",
+                };
+                self.refuse(
+                    SqlState::FEATURE_NOT_SUPPORTED.code(),
+                    &format!("{what} is not supported on a sharded database yet"),
+                );
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// `BEGIN`: answered at once; each shard hears it when the transaction first reaches it.
+    pub(super) fn begin(&mut self, frame: Bytes) {
+        let tag = if frame
+            .get(5..)
+            .is_some_and(|s| s.trim_ascii_start().get(..5).is_some_and(|w| w.eq_ignore_ascii_case(b"start")))
+        {
+            "START TRANSACTION"
+        } else {
+            "BEGIN"
+        };
+        match self.tx {
+            Tx::Idle => {
+                self.tx = Tx::Open {
+                    begin: frame,
+                    participants: ShardSet::EMPTY,
+                    writers: ShardSet::EMPTY,
+                    failed: false,
+                };
+            }
+            Tx::Open { .. } => {
+                wire::build::ErrorFields::with_code(
+                    wire::build::Severity::Warning,
+                    "25001",
+                    "there is already a transaction in progress",
+                )
+                .write(&mut self.to_client);
+            }
+        }
+        wire::build::command_complete(&mut self.to_client, tag);
+        self.ready();
+    }
+
+    /// `COMMIT`: on one writing shard (or none) a plain commit everywhere; on several, two-phase.
+    pub(super) async fn commit(&mut self) -> Result<(), SessionError> {
+        let tx = std::mem::replace(&mut self.tx, Tx::Idle);
+        let (participants, writers, failed) = match tx {
+            Tx::Idle => {
+                wire::build::ErrorFields::with_code(
+                    wire::build::Severity::Warning,
+                    "25P01",
+                    "there is no transaction in progress",
+                )
+                .write(&mut self.to_client);
+                wire::build::command_complete(&mut self.to_client, "COMMIT");
+                self.ready();
+                return Ok(());
+            }
+            Tx::Open { participants, writers, failed, .. } => (participants, writers, failed),
+        };
+        if failed {
+            self.rollback_held(participants).await;
+            wire::build::command_complete(&mut self.to_client, "ROLLBACK");
+        } else if writers.len() <= 1 {
+            let mut commit = BytesMut::new();
+            wire::build::query(&mut commit, "COMMIT");
+            // Readers first: if the one writer's commit fails, nothing else was written.
+            let readers = participants.iter().filter(|&s| !writers.contains(s)).collect::<ShardSet>();
+            let timeout = self.app.config().general.server_reset_timeout;
+            for shard in readers.iter() {
+                if let Some(c) = self.held[shard].as_mut() {
+                    if c.conn().run_internal(&["COMMIT"], timeout).await.is_err() {
+                        c.conn().mark_broken();
+                    }
+                }
+            }
+            if writers.is_empty() {
+                wire::build::command_complete(&mut self.to_client, "COMMIT");
+            } else {
+                match self.send_and_merge(writers, &commit, &[], false).await {
+                    Ok(_) => {}
+                    Err(e) => {
+                        let shard = writers.first().unwrap_or(0);
+                        self.shard_failed(shard, &e).await;
+                        self.give_back_all();
+                        return Ok(());
+                    }
+                }
+            }
+        } else {
+            match self.two_phase_commit(writers, participants).await {
+                Ok(()) => wire::build::command_complete(&mut self.to_client, "COMMIT"),
+                Err(error) => self.to_client.extend_from_slice(&error),
+            }
+        }
+        self.ready();
+        self.give_back_all();
+        Ok(())
+    }
+
+    /// `ROLLBACK`: on every shard the transaction reached.
+    pub(super) async fn rollback(&mut self) {
+        let tx = std::mem::replace(&mut self.tx, Tx::Idle);
+        match tx {
+            Tx::Idle => {
+                wire::build::ErrorFields::with_code(
+                    wire::build::Severity::Warning,
+                    "25P01",
+                    "there is no transaction in progress",
+                )
+                .write(&mut self.to_client);
+            }
+            Tx::Open { participants, .. } => self.rollback_held(participants).await,
+        }
+        wire::build::command_complete(&mut self.to_client, "ROLLBACK");
+        self.ready();
+        self.give_back_all();
+    }
+
+    /// Commits a transaction that wrote on several shards: the readers among `participants`
+    /// commit plainly, the `writers` with two-phase commit. On failure, the ErrorResponse the
+    /// client gets (everything was rolled back).
+    pub(super) async fn two_phase_commit(
+        &mut self,
+        writers: ShardSet,
+        participants: ShardSet,
+    ) -> Result<(), Bytes> {
+        let config = self.app.config();
+        let timeout = config.general.server_reset_timeout;
+        drop(config);
+        let readers = participants.iter().filter(|&s| !writers.contains(s)).collect::<ShardSet>();
+        for shard in readers.iter() {
+            if let Some(c) = self.held[shard].as_mut() {
+                if c.conn().run_internal(&["COMMIT"], timeout).await.is_err() {
+                    c.conn().mark_broken();
+                }
+            }
+        }
+        let log_group = self.groups[super::two_phase::LOG_SHARD].clone();
+        super::two_phase::commit(&mut self.held, writers, &log_group, &self.patron, timeout).await
+    }
+
+    fn set_hint(&mut self, name: &str, value: Option<&str>, reset: bool) {
+        let value = if reset { None } else { value };
+        if name == SHARD_SETTING {
+            match value.map(|v| sharding::shard_setting(&self.rules, v)) {
+                None => self.hint_shard = None,
+                Some(Ok(s)) => self.hint_shard = Some(s),
+                Some(Err(e)) => {
+                    self.refuse_route(&e);
+                    return;
+                }
+            }
+        } else {
+            self.hint_key = value.map(str::to_owned);
+        }
+        wire::build::command_complete(&mut self.to_client, if reset { "RESET" } else { "SET" });
+        self.ready();
+    }
+}

@@ -1,0 +1,247 @@
+//! One exchange's replies from several servers, merged into the one reply stream the client
+//! expects: the answer one PostgreSQL would give if it held every shard's rows (for results
+//! that need no ordering or aggregation across shards; those are the merge engine's).
+//!
+//! No I/O: the session feeds whole frames per lane (one lane per server) and writes what
+//! comes out. Every lane answers the same requests, so their replies line up message for
+//! message. Rows (`DataRow`, `CopyData`) flow as soon as they arrive from any lane; every
+//! other reply is a *barrier*: it goes out once, when every lane has reached it, with counts
+//! summed (`SELECT 7` from 3 + 4). The first `ErrorResponse` wins; the other lanes' replies
+//! are dropped up to their `ReadyForQuery`. Frames pgvia itself caused (an injected `BEGIN`,
+//! an injected `Parse`) are dropped per lane.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use wire::backend::tag;
+
+/// A lane that runs this far ahead of the slowest is not read until the others catch up.
+pub const LANE_QUEUE_LIMIT: usize = 1 << 20;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FanOutError {
+    #[error("shards answered the same request differently ({0:?} and {1:?})")]
+    Diverged(char, char),
+}
+
+/// One server's part of the exchange.
+#[derive(Debug, Default)]
+pub struct Lane {
+    /// Frames held at a barrier (and the rows behind it), oldest first.
+    queue: VecDeque<Bytes>,
+    queued: usize,
+    /// Whole simple-query replies pgvia injected ahead of the client's (a `BEGIN`), dropped
+    /// up to and including their `ReadyForQuery`.
+    pub skip_replies: u32,
+    /// For each `Parse` sent in order: whether its `ParseComplete` is pgvia's, to drop.
+    pub parse_drops: VecDeque<bool>,
+    /// An injected request failed: the lane cannot serve the exchange as asked.
+    pub injected_error: Option<Bytes>,
+    /// The transaction status of this lane's `ReadyForQuery`, once it came.
+    ready: Option<u8>,
+    /// After an error was forwarded: everything up to `ReadyForQuery` is dropped.
+    discarding: bool,
+}
+
+/// How an exchange ended, once every lane is ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    /// An `ErrorResponse` reached the client.
+    pub failed: bool,
+    /// Some lane's server is inside a transaction block (`T` or `E`).
+    pub in_transaction: bool,
+}
+
+pub struct FanOut {
+    lanes: Vec<Lane>,
+    failed: bool,
+}
+
+impl FanOut {
+    pub fn new(lanes: usize) -> FanOut {
+        FanOut { lanes: (0..lanes).map(|_| Lane::default()).collect(), failed: false }
+    }
+
+    pub fn lane_mut(&mut self, i: usize) -> &mut Lane {
+        &mut self.lanes[i]
+    }
+
+    pub fn lanes(&self) -> &[Lane] {
+        &self.lanes
+    }
+
+    /// Whether lane `i` should be read: it owes replies and is not too far ahead.
+    pub fn wants_input(&self, i: usize) -> bool {
+        let lane = &self.lanes[i];
+        lane.ready.is_none() && lane.queued < LANE_QUEUE_LIMIT
+    }
+
+    pub fn finished(&self) -> Option<Finished> {
+        if self.lanes.iter().any(|l| l.ready.is_none()) {
+            return None;
+        }
+        let in_transaction = self.lanes.iter().any(|l| matches!(l.ready, Some(b'T' | b'E')));
+        Some(Finished { failed: self.failed, in_transaction })
+    }
+
+    /// Takes one whole frame from lane `i`, writing to `out` what the client gets now.
+    pub fn push(&mut self, i: usize, frame: Bytes, out: &mut BytesMut) -> Result<(), FanOutError> {
+        let Some(&t) = frame.first() else { return Ok(()) };
+        let lane = &mut self.lanes[i];
+        if lane.skip_replies > 0 {
+            match t {
+                tag::READY_FOR_QUERY => lane.skip_replies -= 1,
+                tag::ERROR_RESPONSE if lane.injected_error.is_none() => lane.injected_error = Some(frame),
+                _ => {}
+            }
+            return Ok(());
+        }
+        if t == tag::PARSE_COMPLETE && lane.parse_drops.pop_front() == Some(true) {
+            return Ok(());
+        }
+        if t == tag::ERROR_RESPONSE {
+            lane.parse_drops.clear();
+        }
+        if lane.discarding && t != tag::READY_FOR_QUERY {
+            return Ok(());
+        }
+        match t {
+            tag::NOTICE_RESPONSE | tag::NOTIFICATION_RESPONSE => out.extend_from_slice(&frame),
+            // Settings are reported once, from the first lane; the others say the same.
+            tag::PARAMETER_STATUS => {
+                if i == 0 {
+                    out.extend_from_slice(&frame);
+                }
+            }
+            tag::DATA_ROW | tag::COPY_DATA if lane.queue.is_empty() => out.extend_from_slice(&frame),
+            _ => {
+                lane.queued += frame.len();
+                lane.queue.push_back(frame);
+                self.advance(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets barriers through while every lane has reached one.
+    fn advance(&mut self, out: &mut BytesMut) -> Result<(), FanOutError> {
+        loop {
+            let mut heads = Vec::with_capacity(self.lanes.len());
+            for lane in &self.lanes {
+                if lane.ready.is_some() {
+                    return Ok(());
+                }
+                match lane.queue.front() {
+                    Some(f) => heads.push(f[0]),
+                    None => return Ok(()),
+                }
+            }
+            let error_lane = heads.iter().position(|&t| t == tag::ERROR_RESPONSE);
+            if let Some(e) = error_lane {
+                if let Some(frame) = self.lanes[e].queue.front() {
+                    out.extend_from_slice(frame);
+                }
+                self.failed = true;
+                for lane in &mut self.lanes {
+                    // Each lane's part ends at its own ReadyForQuery, which is kept.
+                    let keep: VecDeque<Bytes> =
+                        lane.queue.drain(..).filter(|f| f[0] == tag::READY_FOR_QUERY).take(1).collect();
+                    lane.discarding = keep.is_empty();
+                    lane.queued = keep.iter().map(Bytes::len).sum();
+                    lane.queue = keep;
+                    lane.parse_drops.clear();
+                }
+                continue;
+            }
+            let first = heads[0];
+            if let Some(&other) = heads.iter().find(|&&t| t != first) {
+                return Err(FanOutError::Diverged(first as char, other as char));
+            }
+            match first {
+                tag::READY_FOR_QUERY => {
+                    for lane in &mut self.lanes {
+                        let z = lane.queue.pop_front().unwrap_or_default();
+                        lane.queued = lane.queued.saturating_sub(z.len());
+                        lane.ready = Some(z.get(5).copied().unwrap_or(b'I'));
+                    }
+                    return Ok(());
+                }
+                tag::COMMAND_COMPLETE => {
+                    let tags: Vec<Bytes> = self.pop_heads();
+                    merged_command_complete(&tags, out);
+                }
+                _ => {
+                    let fronts = self.pop_heads();
+                    if let Some(f) = fronts.first() {
+                        out.extend_from_slice(f);
+                    }
+                }
+            }
+            // Rows held behind the barrier flow now, up to each lane's next barrier.
+            for lane in &mut self.lanes {
+                while let Some(f) = lane.queue.front() {
+                    if !matches!(
+                        f[0],
+                        tag::DATA_ROW | tag::COPY_DATA | tag::NOTICE_RESPONSE | tag::NOTIFICATION_RESPONSE
+                    ) {
+                        break;
+                    }
+                    let f = lane.queue.pop_front().unwrap_or_default();
+                    lane.queued = lane.queued.saturating_sub(f.len());
+                    out.extend_from_slice(&f);
+                }
+            }
+        }
+    }
+
+    fn pop_heads(&mut self) -> Vec<Bytes> {
+        self.lanes
+            .iter_mut()
+            .map(|lane| {
+                let f = lane.queue.pop_front().unwrap_or_default();
+                lane.queued = lane.queued.saturating_sub(f.len());
+                f
+            })
+            .collect()
+    }
+}
+
+/// One `CommandComplete` for the client from every lane's: row counts summed (`SELECT`,
+/// `INSERT 0`, `UPDATE`, `DELETE`, `MERGE`, `COPY`, `FETCH`, `MOVE`), other tags as the first
+/// lane gave them.
+fn merged_command_complete(frames: &[Bytes], out: &mut BytesMut) {
+    let text = |f: &Bytes| -> String {
+        let body = f.get(5..).unwrap_or_default();
+        let end = body.iter().position(|&b| b == 0).unwrap_or(body.len());
+        String::from_utf8_lossy(&body[..end]).into_owned()
+    };
+    let Some(first) = frames.first() else { return };
+    let first_text = text(first);
+    let Some((head, count)) = split_count(&first_text) else {
+        out.extend_from_slice(first);
+        return;
+    };
+    let mut total = count;
+    for f in &frames[1..] {
+        match split_count(&text(f)) {
+            Some((h, n)) if h == head => total = total.saturating_add(n),
+            _ => {
+                out.extend_from_slice(first);
+                return;
+            }
+        }
+    }
+    wire::build::command_complete(out, &format!("{head} {total}"));
+}
+
+/// `SELECT 7` → (`SELECT`, 7); `INSERT 0 7` → (`INSERT 0`, 7); tags without a count: `None`.
+fn split_count(tag_text: &str) -> Option<(&str, u64)> {
+    let (head, n) = tag_text.rsplit_once(' ')?;
+    let counted =
+        matches!(head, "SELECT" | "INSERT 0" | "UPDATE" | "DELETE" | "MERGE" | "COPY" | "FETCH" | "MOVE");
+    counted.then(|| n.parse().ok().map(|n| (head, n))).flatten()
+}
+
+#[cfg(test)]
+#[path = "fanout_tests.rs"]
+mod tests;

@@ -1,0 +1,123 @@
+use bytes::{Bytes, BytesMut};
+
+use super::*;
+
+fn frame(t: u8, body: &[u8]) -> Bytes {
+    let mut b = BytesMut::new();
+    wire::build::frame(&mut b, t, |b| b.extend_from_slice(body));
+    b.freeze()
+}
+
+fn complete(text: &str) -> Bytes {
+    let mut b = BytesMut::new();
+    wire::build::command_complete(&mut b, text);
+    b.freeze()
+}
+
+fn ready(status: u8) -> Bytes {
+    frame(b'Z', &[status])
+}
+
+fn row(v: &str) -> Bytes {
+    let mut body = vec![0, 1];
+    body.extend_from_slice(&(v.len() as i32).to_be_bytes());
+    body.extend_from_slice(v.as_bytes());
+    frame(b'D', &body)
+}
+
+/// The tags of the frames in `out`, in order.
+fn tags(out: &[u8]) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while i + 5 <= out.len() {
+        s.push(out[i] as char);
+        let len = u32::from_be_bytes([out[i + 1], out[i + 2], out[i + 3], out[i + 4]]) as usize;
+        i += 1 + len;
+    }
+    s
+}
+
+#[test]
+fn rows_of_every_lane_flow_and_counts_are_summed() {
+    let mut f = FanOut::new(2);
+    let mut out = BytesMut::new();
+    let desc = frame(b'T', b"\0\0");
+    f.push(0, desc.clone(), &mut out).unwrap();
+    assert!(out.is_empty(), "a barrier waits for every lane");
+    f.push(1, desc, &mut out).unwrap();
+    assert_eq!(tags(&out), "T");
+    f.push(1, row("a"), &mut out).unwrap();
+    f.push(0, row("b"), &mut out).unwrap();
+    f.push(0, complete("SELECT 1"), &mut out).unwrap();
+    f.push(1, row("c"), &mut out).unwrap();
+    f.push(1, complete("SELECT 2"), &mut out).unwrap();
+    f.push(0, ready(b'I'), &mut out).unwrap();
+    assert!(f.finished().is_none());
+    f.push(1, ready(b'I'), &mut out).unwrap();
+    assert_eq!(tags(&out), "TDDDC");
+    assert!(out.ends_with(&complete("SELECT 3")));
+    assert_eq!(f.finished(), Some(Finished { failed: false, in_transaction: false }));
+}
+
+#[test]
+fn rows_after_a_lanes_barrier_wait_for_the_others() {
+    // Two statements in one query: lane 0 is already on the second one's rows.
+    let mut f = FanOut::new(2);
+    let mut out = BytesMut::new();
+    for t in [frame(b'T', b"\0\0"), complete("SELECT 0"), frame(b'T', b"\0\0"), row("x")] {
+        f.push(0, t, &mut out).unwrap();
+    }
+    assert_eq!(tags(&out), "");
+    f.push(1, frame(b'T', b"\0\0"), &mut out).unwrap();
+    assert_eq!(tags(&out), "T");
+    f.push(1, complete("SELECT 0"), &mut out).unwrap();
+    assert_eq!(tags(&out), "TC");
+    f.push(1, frame(b'T', b"\0\0"), &mut out).unwrap();
+    assert_eq!(tags(&out), "TCTD", "the held row follows its RowDescription");
+}
+
+#[test]
+fn the_first_error_wins_and_the_rest_is_dropped() {
+    let mut f = FanOut::new(3);
+    let mut out = BytesMut::new();
+    let err = frame(b'E', b"SERROR\0C23505\0Mdup\0\0");
+    f.push(1, err.clone(), &mut out).unwrap();
+    f.push(0, complete("INSERT 0 1"), &mut out).unwrap();
+    f.push(2, complete("INSERT 0 1"), &mut out).unwrap();
+    assert_eq!(tags(&out), "E");
+    for lane in 0..3 {
+        f.push(lane, ready(b'T'), &mut out).unwrap();
+    }
+    assert_eq!(tags(&out), "E");
+    assert_eq!(f.finished(), Some(Finished { failed: true, in_transaction: true }));
+}
+
+#[test]
+fn injected_replies_are_dropped() {
+    let mut f = FanOut::new(1);
+    let mut out = BytesMut::new();
+    f.lane_mut(0).skip_replies = 1;
+    f.lane_mut(0).parse_drops.extend([true, false]);
+    for t in [complete("BEGIN"), ready(b'T'), frame(b'1', b""), frame(b'1', b""), frame(b'2', b"")] {
+        f.push(0, t, &mut out).unwrap();
+    }
+    assert_eq!(tags(&out), "12");
+}
+
+#[test]
+fn mismatched_replies_are_reported() {
+    let mut f = FanOut::new(2);
+    let mut out = BytesMut::new();
+    f.push(0, frame(b'n', b""), &mut out).unwrap();
+    assert!(f.push(1, frame(b'T', b"\0\0"), &mut out).is_err());
+}
+
+#[test]
+fn tags_without_counts_come_from_the_first_lane() {
+    let mut out = BytesMut::new();
+    merged_command_complete(&[complete("CREATE TABLE"), complete("CREATE TABLE")], &mut out);
+    assert_eq!(&out[..], &complete("CREATE TABLE")[..]);
+    out.clear();
+    merged_command_complete(&[complete("UPDATE 2"), complete("UPDATE 5")], &mut out);
+    assert_eq!(&out[..], &complete("UPDATE 7")[..]);
+}

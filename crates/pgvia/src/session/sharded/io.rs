@@ -1,0 +1,386 @@
+//! The sharded session's I/O: reading the client's next exchange, taking servers for the
+//! shards it goes to, sending it to them and pumping their replies through the fan-out.
+
+use std::future::poll_fn;
+use std::task::Poll;
+
+use bytes::{Bytes, BytesMut};
+use shard::{ShardId, ShardSet};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wire::frontend::tag as fe;
+use wire::sqlstate::SqlState;
+
+use super::fanout::FanOut;
+use super::{ShardedSession, Tx, Unit};
+use crate::routing::Target as Role;
+use crate::server::ServerError;
+use crate::session::error::SessionError;
+use crate::session::settings;
+
+/// Client output is written once this much is waiting, so large results stream.
+const CLIENT_FLUSH: usize = 64 * 1024;
+/// Most bytes of extended-protocol messages buffered before their Sync.
+const MAX_BATCH: usize = 64 * 1024 * 1024;
+
+/// How an exchange's servers answered.
+pub(super) struct Outcome {
+    pub failed: bool,
+    pub in_transaction: bool,
+    /// Where `to_client` stood before the exchange's replies (for a reply withheld and
+    /// replaced, as an autocommit two-phase write does when its commit fails).
+    pub reply_start: usize,
+}
+
+impl ShardedSession<'_> {
+    /// Reads until the client has sent a whole exchange.
+    pub(super) async fn next_unit(&mut self) -> Result<Unit, SessionError> {
+        let mut batch: Vec<Bytes> = Vec::new();
+        let mut batch_bytes = 0usize;
+        loop {
+            while let Some(len) = self.decoder.peek_len(&self.from_client)? {
+                let frame = self.from_client.split_to(len).freeze();
+                match frame[0] {
+                    fe::QUERY if batch.is_empty() => return Ok(Unit::Query(frame)),
+                    fe::TERMINATE => return Ok(Unit::Terminate),
+                    // Outside COPY, PostgreSQL ignores these too.
+                    fe::COPY_DATA | fe::COPY_DONE | fe::COPY_FAIL => {}
+                    fe::SYNC => {
+                        batch.push(frame);
+                        return Ok(Unit::Batch(batch));
+                    }
+                    fe::QUERY => {
+                        // A Query after unsynced messages: PostgreSQL runs them in order;
+                        // the batch goes first, the Query waits its turn.
+                        let mut rest = BytesMut::from(&frame[..]);
+                        rest.extend_from_slice(&self.from_client);
+                        self.from_client = rest;
+                        let mut sync = BytesMut::new();
+                        wire::build::sync(&mut sync);
+                        batch.push(sync.freeze());
+                        return Ok(Unit::Batch(batch));
+                    }
+                    _ => {
+                        batch_bytes += frame.len();
+                        if batch_bytes > MAX_BATCH {
+                            return Err(SessionError::refused(
+                                SqlState::PROTOCOL_VIOLATION,
+                                "more than 64 MiB of extended-protocol messages without a Sync",
+                            ));
+                        }
+                        batch.push(frame);
+                    }
+                }
+            }
+            if *self.shutdown.borrow() != crate::app::Phase::Running {
+                return Err(SessionError::Shutdown);
+            }
+            self.flush_client().await?;
+            tokio::select! {
+                changed = self.shutdown.changed() => {
+                    if changed.is_err() {
+                        return Err(SessionError::Shutdown);
+                    }
+                }
+                r = self.client.read_buf(&mut self.from_client) => match r {
+                    Ok(0) => return Ok(Unit::Terminate),
+                    Ok(_) => {}
+                    Err(e) => return Err(SessionError::ClientIo(e)),
+                },
+            }
+        }
+    }
+
+    pub(super) async fn flush_client(&mut self) -> Result<(), SessionError> {
+        if self.to_client.is_empty() {
+            return Ok(());
+        }
+        self.client.write_all(&self.to_client).await.map_err(SessionError::ClientIo)?;
+        self.client.flush().await.map_err(SessionError::ClientIo)?;
+        self.to_client.clear();
+        Ok(())
+    }
+
+    /// A server on `shard` for the transaction, taken now if none is held; brought to the
+    /// client's settings.
+    pub(super) async fn ensure_server(&mut self, shard: ShardId, writes: bool) -> Result<(), ServerError> {
+        if self.held[shard].is_some() {
+            return Ok(());
+        }
+        let group = self.groups[shard].clone();
+        let role = if writes || matches!(self.tx, Tx::Open { .. }) || group.is_single() {
+            Role::Primary
+        } else {
+            Role::Replica
+        };
+        let timeout = self.app.config().general.server_reset_timeout;
+        let mut checkout = group
+            .checkout(role, Some(&self.patron))
+            .await
+            .map_err(|e| ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))))?;
+        if let Err(e) = settings::apply(checkout.conn(), &self.settings, timeout).await {
+            return Err(ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))));
+        }
+        self.held[shard] = Some(checkout);
+        Ok(())
+    }
+
+    /// Sends `payload` (whole client frames) to every shard of `targets` and merges their
+    /// replies into `to_client`, without the final ReadyForQuery (the caller writes it).
+    /// `parse_drops` says, per Parse in the payload, whether its ParseComplete is pgvia's.
+    pub(super) async fn send_and_merge(
+        &mut self,
+        targets: ShardSet,
+        payload: &[u8],
+        parse_drops: &[bool],
+        implicit_begin: bool,
+    ) -> Result<Outcome, ServerError> {
+        let lanes: Vec<ShardId> = targets.iter().collect();
+        let mut fan = FanOut::new(lanes.len());
+        for (i, &shard) in lanes.iter().enumerate() {
+            let mut bytes = BytesMut::with_capacity(payload.len() + 32);
+            let lane = fan.lane_mut(i);
+            match &mut self.tx {
+                Tx::Open { begin, participants, .. } if !participants.contains(shard) => {
+                    bytes.extend_from_slice(begin);
+                    lane.skip_replies = 1;
+                    participants.insert(shard);
+                }
+                Tx::Idle if implicit_begin => {
+                    wire::build::query(&mut bytes, "BEGIN");
+                    lane.skip_replies = 1;
+                }
+                _ => {}
+            }
+            bytes.extend_from_slice(payload);
+            lane.parse_drops.extend(parse_drops.iter().copied());
+            let Some(checkout) = self.held[shard].as_mut() else {
+                return Err(ServerError::Desync("no server held for a shard of the exchange"));
+            };
+            let conn = checkout.conn();
+            track_sent(conn, &bytes);
+            conn.mark_used();
+            conn.write_all(&bytes).await?;
+        }
+        if let Some(first) = lanes.first().and_then(|&s| self.held[s].as_ref()) {
+            self.cancel.slot.set(Some(first.conn_ref().cancel_target()));
+        }
+        let reply_start = self.to_client.len();
+        loop {
+            if let Some(done) = fan.finished() {
+                if fan.lanes().iter().any(|l| l.injected_error.is_some()) {
+                    return Err(ServerError::Desync("a shard refused the transaction's BEGIN"));
+                }
+                return Ok(Outcome { failed: done.failed, in_transaction: done.in_transaction, reply_start });
+            }
+            let held = &mut self.held;
+            let (i, frame) = poll_fn(|cx| {
+                for (i, &shard) in lanes.iter().enumerate() {
+                    if !fan.wants_input(i) {
+                        continue;
+                    }
+                    let Some(checkout) = held[shard].as_mut() else { continue };
+                    if let Poll::Ready(r) = checkout.conn().poll_frame(cx) {
+                        return Poll::Ready((i, r));
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
+            let frame = frame?;
+            if let Some(checkout) = self.held[lanes[i]].as_mut() {
+                let conn = checkout.conn();
+                conn.observe(&frame)?;
+                conn.tracker.server_sent(frame.tag(), frame.body());
+                conn.settle_statements(None);
+            }
+            fan.push(i, frame.into_bytes(), &mut self.to_client)
+                .map_err(|_| ServerError::Desync("shards answered the same request differently"))?;
+            if !implicit_begin && self.to_client.len() >= CLIENT_FLUSH {
+                let start = self.to_client.len();
+                self.flush_client().await.map_err(|e| match e {
+                    SessionError::ClientIo(e) => ServerError::Io(e),
+                    _ => ServerError::Desync("client write failed"),
+                })?;
+                let _ = start;
+            }
+        }
+    }
+
+    /// Runs one exchange on `targets`: servers taken, the transaction joined or begun, the
+    /// replies merged, the transaction state updated and the ReadyForQuery written; an
+    /// autocommit write on several shards commits with two-phase commit.
+    pub(super) async fn exchange(
+        &mut self,
+        targets: ShardSet,
+        payload: &[u8],
+        parse_drops: &[bool],
+        writes: bool,
+    ) -> Result<(), SessionError> {
+        let implicit = matches!(self.tx, Tx::Idle) && writes && targets.len() > 1;
+        for shard in targets.iter() {
+            if let Err(e) = self.ensure_server(shard, writes).await {
+                self.shard_failed(shard, &e).await;
+                return Ok(());
+            }
+        }
+        let outcome = match self.send_and_merge(targets, payload, parse_drops, implicit).await {
+            Ok(o) => o,
+            Err(e) => {
+                let shard = targets.first().unwrap_or(0);
+                self.shard_failed(shard, &e).await;
+                return Ok(());
+            }
+        };
+        if implicit {
+            self.finish_implicit(targets, &outcome).await;
+        } else {
+            self.note_outcome(targets, writes, &outcome);
+        }
+        self.ready();
+        if matches!(self.tx, Tx::Idle) {
+            self.give_back_all();
+        }
+        Ok(())
+    }
+
+    /// The transaction state after an exchange the client ran itself.
+    fn note_outcome(&mut self, targets: ShardSet, writes: bool, outcome: &Outcome) {
+        match &mut self.tx {
+            Tx::Open { writers, failed, .. } => {
+                if writes {
+                    *writers = writers.union(targets);
+                }
+                if outcome.failed {
+                    *failed = true;
+                }
+            }
+            Tx::Idle if outcome.in_transaction => {
+                // The query itself opened a transaction (`BEGIN; INSERT ...` in one text).
+                let mut begin = BytesMut::new();
+                wire::build::query(&mut begin, "BEGIN");
+                self.tx = Tx::Open {
+                    begin: begin.freeze(),
+                    participants: targets,
+                    writers: if writes { targets } else { ShardSet::EMPTY },
+                    failed: outcome.failed,
+                };
+            }
+            Tx::Idle => {}
+        }
+    }
+
+    /// An autocommit write that ran on several shards inside a transaction of pgvia's: it
+    /// is committed on all of them with two-phase commit, or rolled back on all.
+    async fn finish_implicit(&mut self, targets: ShardSet, outcome: &Outcome) {
+        if outcome.failed {
+            self.rollback_held(targets).await;
+            return;
+        }
+        if let Err(error) = self.two_phase_commit(targets, ShardSet::EMPTY).await {
+            self.to_client.truncate(outcome.reply_start);
+            self.to_client.extend_from_slice(&error);
+        }
+    }
+
+    /// A shard could not be reached or failed mid-exchange: the servers of the transaction
+    /// are dropped (their work rolls back as the connections close), the client gets 08006
+    /// naming the shard, and its transaction, if any, is failed.
+    pub(super) async fn shard_failed(&mut self, shard: ShardId, error: &ServerError) {
+        tracing::warn!(pool = %self.pool.name, shard, error = %error, "a shard failed during an exchange");
+        for slot in &mut self.held {
+            if let Some(mut c) = slot.take() {
+                c.conn().mark_broken();
+            }
+        }
+        let message = format!("shard {shard} failed: {error}");
+        wire::build::ErrorFields::error(SqlState::CONNECTION_FAILURE, &message).write(&mut self.to_client);
+        if let Tx::Open { failed, participants, writers, .. } = &mut self.tx {
+            *failed = true;
+            *participants = ShardSet::EMPTY;
+            *writers = ShardSet::EMPTY;
+        }
+        self.ready();
+    }
+
+    /// Rolls back the transaction on the held servers of `shards` (pgvia's own statement;
+    /// the reply is not the client's).
+    pub(super) async fn rollback_held(&mut self, shards: ShardSet) {
+        let timeout = self.app.config().general.server_reset_timeout;
+        for shard in shards.iter() {
+            if let Some(c) = self.held[shard].as_mut() {
+                if let Err(e) = c.conn().run_internal(&["ROLLBACK"], timeout).await {
+                    tracing::warn!(shard, error = %e, "rolling back a shard's transaction failed; closing its server");
+                    c.conn().mark_broken();
+                }
+            }
+        }
+    }
+
+    /// Gives every held server back to its pool (between transactions).
+    pub(super) fn give_back_all(&mut self) {
+        self.cancel.slot.set(None);
+        for slot in &mut self.held {
+            if let Some(c) = slot.take() {
+                c.give_back_idle();
+            }
+        }
+    }
+
+    /// At the end of the session: servers still in a transaction are reset (rolled back)
+    /// before they go back to their pools.
+    pub(super) async fn release_all(&mut self) {
+        for slot in &mut self.held {
+            if let Some(c) = slot.take() {
+                crate::session::client::release(self.app, Some(c), &[]).await;
+            }
+        }
+    }
+
+    /// After a `SET`/`RESET` ran: the client's settings as the server now has them, so the
+    /// next servers it is given get the same.
+    pub(super) async fn learn_settings(&mut self, targets: ShardSet) -> Result<(), SessionError> {
+        let timeout = self.app.config().general.server_reset_timeout;
+        let Some(shard) = targets.first() else { return Ok(()) };
+        let server = match self.held[shard].as_mut() {
+            Some(c) => c,
+            None => {
+                if let Err(e) = self.ensure_server(shard, false).await {
+                    tracing::warn!(shard, error = %e, "could not read the session's settings back");
+                    return Ok(());
+                }
+                let Some(c) = self.held[shard].as_mut() else { return Ok(()) };
+                c
+            }
+        };
+        let rows = server.conn().query_rows(crate::session::state::SESSION_SETTINGS_QUERY, timeout).await?;
+        self.settings = rows
+            .into_iter()
+            .filter_map(|r| match r.as_slice() {
+                [Some(name), Some(value)] => Some((name.clone(), value.clone())),
+                _ => None,
+            })
+            .collect();
+        server.conn().applied = self.settings.iter().cloned().collect();
+        if matches!(self.tx, Tx::Idle) {
+            self.give_back_all();
+        }
+        Ok(())
+    }
+}
+
+/// Tells a server's reply tracker about each whole frame in `bytes`, as the relay does for
+/// what it forwards, so the server is known to be between requests when it is given back.
+fn track_sent(conn: &mut crate::server::ServerConn, bytes: &[u8]) {
+    let mut at = 0;
+    while at + 5 <= bytes.len() {
+        let len = u32::from_be_bytes([bytes[at + 1], bytes[at + 2], bytes[at + 3], bytes[at + 4]]) as usize;
+        let end = (at + 1 + len).min(bytes.len());
+        let tag = bytes[at];
+        if tag == fe::QUERY || tag == fe::PARSE {
+            // pgvia's sessions on this server use the unnamed statement only.
+            conn.statements.unnamed = None;
+        }
+        conn.tracker.client_sent(tag, &bytes[at + 5..end]);
+        at = end;
+    }
+}

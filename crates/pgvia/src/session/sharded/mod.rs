@@ -1,0 +1,297 @@
+//! A client of a sharded database: one session that holds a server on each shard its
+//! transaction touches, sends each exchange (a simple query, or extended-protocol messages up
+//! to a Sync) to the shards the planner (`crate::sharding`) names, and merges their replies
+//! into one (`fanout.rs`). A transaction that wrote on several shards commits with two-phase
+//! commit (`two_phase.rs`); an autocommit statement that writes on several shards runs as
+//! such a transaction of its own.
+//!
+//! Servers are taken per transaction, whatever the pool mode: between transactions the
+//! session holds none, and its settings are brought to the next ones it takes. Prepared
+//! statements are the session's own (`extended.rs`): servers only ever hold the unnamed
+//! statement, re-parsed in front of each Bind, so any server of a shard can run them.
+
+mod control;
+mod extended;
+mod fanout;
+mod io;
+pub mod two_phase;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use shard::{ShardId, ShardSet};
+use tokio::sync::watch;
+use wire::sqlstate::SqlState;
+use wire::FrameDecoder;
+
+use super::error::SessionError;
+use crate::app::{App, Phase};
+use crate::cancel::CancelKey;
+use crate::config::ShardingRules;
+use crate::net::ClientStream;
+use crate::pool::{Checkout, PatronRef, Pool};
+use crate::routing::PoolGroup;
+use crate::sharding::{self, RouteError, SessionHints, StatementRoute, Target};
+
+/// Where the client's transaction is.
+#[derive(Debug)]
+enum Tx {
+    /// No transaction: each exchange commits on its own.
+    Idle,
+    /// `BEGIN` was answered; shards join as statements reach them.
+    Open {
+        /// The client's `BEGIN` (a whole Query frame), sent first to each shard that joins.
+        begin: Bytes,
+        participants: ShardSet,
+        /// Shards that ran a statement that writes.
+        writers: ShardSet,
+        /// A statement failed: everything up to ROLLBACK is refused, as PostgreSQL does.
+        failed: bool,
+    },
+}
+
+/// A prepared statement of the client's.
+struct ClientStatement {
+    sql: Bytes,
+    param_types: Vec<u32>,
+    analysis: Arc<route::Analysis>,
+}
+
+pub struct ShardedSession<'a> {
+    pub app: &'a App,
+    pub client: &'a mut ClientStream,
+    /// The first shard's pool: settings, statistics and names in logs.
+    pub pool: Arc<Pool>,
+    pub rules: ShardingRules,
+    /// Per shard, in order: its servers' pools.
+    pub groups: Vec<Arc<PoolGroup>>,
+    pub cancel: CancelKey,
+    pub decoder: FrameDecoder,
+    pub shutdown: watch::Receiver<Phase>,
+    pub patron: PatronRef,
+    /// The client's settings (startup and `SET`), brought to every server it is given.
+    pub settings: Vec<(String, String)>,
+    pub from_client: BytesMut,
+    pub to_client: BytesMut,
+    held: Vec<Option<Checkout>>,
+    tx: Tx,
+    statements: HashMap<String, ClientStatement>,
+    /// Which shards hold each portal the client bound (the unnamed one under "").
+    portals: HashMap<String, ShardSet>,
+    /// `SET pgvia.shard` / `SET pgvia.sharding_key`.
+    hint_shard: Option<ShardId>,
+    hint_key: Option<String>,
+    /// Round robin among shards for statements any shard can answer.
+    turn: usize,
+}
+
+/// What the client sent next.
+enum Unit {
+    Query(Bytes),
+    /// Extended-protocol messages up to and including a Sync.
+    Batch(Vec<Bytes>),
+    Terminate,
+}
+
+impl<'a> ShardedSession<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        app: &'a App,
+        client: &'a mut ClientStream,
+        pool: Arc<Pool>,
+        rules: ShardingRules,
+        groups: Vec<Arc<PoolGroup>>,
+        cancel: CancelKey,
+        decoder: FrameDecoder,
+        shutdown: watch::Receiver<Phase>,
+        patron: PatronRef,
+        settings: Vec<(String, String)>,
+        from_client: BytesMut,
+    ) -> Self {
+        let shards = groups.len();
+        ShardedSession {
+            app,
+            client,
+            pool,
+            rules,
+            groups,
+            cancel,
+            decoder,
+            shutdown,
+            patron,
+            settings,
+            from_client,
+            to_client: BytesMut::new(),
+            held: (0..shards).map(|_| None).collect(),
+            tx: Tx::Idle,
+            statements: HashMap::new(),
+            portals: HashMap::new(),
+            hint_shard: None,
+            hint_key: None,
+            turn: 0,
+        }
+    }
+
+    /// Serves the client until it leaves or fails. Returns why it ended, for the log; a
+    /// last message for the client (a FATAL) is left in `out`.
+    pub async fn run(&mut self, out: &mut BytesMut) -> String {
+        let end = self.serve().await;
+        self.cancel.slot.set(None);
+        self.release_all().await;
+        match end {
+            Ok(()) => "client closed the connection".to_owned(),
+            Err(SessionError::ClientIo(e)) => format!("client connection closed: {e}"),
+            Err(e) => {
+                tracing::info!(pool = %self.pool.name, error = %e, "closing sharded client session");
+                e.write_fatal(out);
+                e.to_string()
+            }
+        }
+    }
+
+    async fn serve(&mut self) -> Result<(), SessionError> {
+        loop {
+            let unit = self.next_unit().await?;
+            match unit {
+                Unit::Terminate => return Ok(()),
+                Unit::Query(frame) => self.simple(frame).await?,
+                Unit::Batch(frames) => self.batch(frames).await?,
+            }
+            self.flush_client().await?;
+        }
+    }
+
+    /// The session's routing settings for the planner.
+    fn hints<'s>(&'s self, search_path: &'s [String]) -> SessionHints<'s> {
+        SessionHints {
+            shard: self.hint_shard,
+            sharding_key: self.hint_key.as_deref(),
+            search_path,
+            explain: false,
+        }
+    }
+
+    /// The shards one exchange goes to, from its statements' routes: every shard a statement
+    /// needs; statements any shard can answer go to one (a shard already in the transaction
+    /// if there is one). A mix that would answer an any-shard statement more than once, or
+    /// a multi-row INSERT whose rows belong to different shards, is refused.
+    fn targets(&mut self, routes: &[StatementRoute]) -> Result<ShardSet, String> {
+        let mut needed = ShardSet::EMPTY;
+        let mut any: Option<ShardSet> = None;
+        for r in routes {
+            match r.target {
+                Target::Shards(s) => needed = needed.union(s),
+                Target::AnyOf(s) => any = Some(any.map_or(s, |a| a.intersection(s))),
+                Target::NoRows => any = Some(any.unwrap_or(ShardSet::all(self.groups.len()))),
+            }
+            let mut rows = ShardSet::EMPTY;
+            for &s in &r.rows {
+                rows.insert(s);
+            }
+            if rows.len() > 1 {
+                return Err(format!(
+                    "a multi-row INSERT whose rows belong to shards {rows} is not split yet: send one INSERT per shard"
+                ));
+            }
+        }
+        match (needed.len(), any) {
+            (0, Some(set)) => Ok(ShardSet::one(self.pick(set))),
+            (0, None) => Ok(ShardSet::one(self.pick(ShardSet::all(self.groups.len())))),
+            (1, _) => Ok(needed),
+            (_, None) => Ok(needed),
+            (_, Some(_)) => Err(
+                "statements of this query go to different shards and one of them may be answered by any shard: send them separately"
+                    .into(),
+            ),
+        }
+    }
+
+    /// One shard of `set`: one the transaction already holds, else the next in turn.
+    fn pick(&mut self, set: ShardSet) -> ShardId {
+        if let Some(s) = set.iter().find(|&s| self.held[s].is_some()) {
+            return s;
+        }
+        let members: Vec<ShardId> = set.iter().collect();
+        if members.is_empty() {
+            return 0;
+        }
+        self.turn = self.turn.wrapping_add(1);
+        members[self.turn % members.len()]
+    }
+
+    /// Answers an exchange with an error of pgvia's own, and the ReadyForQuery after it.
+    fn refuse(&mut self, code: &str, message: &str) {
+        wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, message)
+            .write(&mut self.to_client);
+        if let Tx::Open { failed, .. } = &mut self.tx {
+            *failed = true;
+        }
+        self.ready();
+    }
+
+    fn refuse_route(&mut self, e: &RouteError) {
+        self.refuse(e.sqlstate(), &e.to_string());
+    }
+
+    /// ReadyForQuery with the status of the client's transaction as pgvia keeps it.
+    fn ready(&mut self) {
+        let status = match self.tx {
+            Tx::Idle => b'I',
+            Tx::Open { failed: true, .. } => b'E',
+            Tx::Open { .. } => b'T',
+        };
+        wire::build::ready_for_query(&mut self.to_client, status);
+    }
+
+    /// A simple query: routed, then sent to its shards.
+    async fn simple(&mut self, frame: Bytes) -> Result<(), SessionError> {
+        let sql = frame.get(5..frame.len().saturating_sub(1)).unwrap_or_default();
+        let analysis = self.app.analyzer.analyze_bytes(sql, &[]);
+        if self.control(&analysis, &frame).await? {
+            return Ok(());
+        }
+        if let Tx::Open { failed: true, .. } = self.tx {
+            self.refuse(
+                SqlState::IN_FAILED_SQL_TRANSACTION.code(),
+                "current transaction is aborted, commands ignored until end of transaction block",
+            );
+            return Ok(());
+        }
+        let search_path = self.search_path();
+        let routes =
+            sharding::plan(&self.rules, &analysis, &sharding::Params::None, &self.hints(&search_path));
+        let routes = match routes {
+            Ok(r) => r,
+            Err(e) => {
+                self.refuse_route(&e);
+                return Ok(());
+            }
+        };
+        let targets = match self.targets(&routes) {
+            Ok(t) => t,
+            Err(why) => {
+                self.refuse(SqlState::FEATURE_NOT_SUPPORTED.code(), &why);
+                return Ok(());
+            }
+        };
+        let writes = analysis.writes();
+        let settings = analysis
+            .statements()
+            .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
+        self.exchange(targets, &frame, &[], writes).await?;
+        if settings {
+            self.learn_settings(targets).await?;
+        }
+        Ok(())
+    }
+
+    /// The schemas of the client's `search_path`, for schema-based sharding.
+    fn search_path(&self) -> Vec<String> {
+        self.settings
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("search_path"))
+            .map(|(_, v)| shard::parse_search_path(v))
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,351 @@
+//! A sharded database served: four real PostgreSQL shards behind pgvia and a fifth holding
+//! every row (the reference). The same statements go through pgvia and straight to the
+//! reference; replies and, at the end, every table's rows must be the same, and each row must
+//! sit on the shard PostgreSQL's own hash partitioning picks for its key. Multi-shard writes
+//! commit with two-phase commit, all or nothing.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{ConfigBuilder, TestProxy, DB, PASSWORD, USER};
+use harness::{Cluster, ClusterOptions};
+use tokio_postgres::{Client, SimpleQueryMessage};
+
+const SHARDS: usize = 4;
+
+const SCHEMA: &str =
+    "CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL DEFAULT 0);
+CREATE TABLE kinds (k int PRIMARY KEY, label text);
+INSERT INTO kinds VALUES (1, 'one'), (2, 'two'), (3, 'three');
+GRANT ALL ON ALL TABLES IN SCHEMA public TO app;";
+
+struct Cluster5 {
+    shards: Vec<Cluster>,
+    reference: Cluster,
+}
+
+fn start_clusters() -> Cluster5 {
+    let handles: Vec<_> = (0..=SHARDS)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let mut opts = ClusterOptions::default();
+                opts.settings.push(("max_prepared_transactions".into(), "20".into()));
+                let pg = common::start_pg_with(opts);
+                pg.psql(DB, SCHEMA).expect("schema");
+                pg
+            })
+        })
+        .collect();
+    let mut all: Vec<Cluster> = handles.into_iter().map(|h| h.join().expect("cluster thread")).collect();
+    let reference = all.pop().expect("reference");
+    // The reference also keeps a hash-partitioned copy: PostgreSQL's own placement.
+    reference
+        .psql(
+            DB,
+            "CREATE TABLE placed (id bigint) PARTITION BY HASH (id);
+             CREATE TABLE placed_0 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 0);
+             CREATE TABLE placed_1 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 1);
+             CREATE TABLE placed_2 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 2);
+             CREATE TABLE placed_3 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 3);
+             GRANT ALL ON ALL TABLES IN SCHEMA public TO app;",
+        )
+        .expect("partitioned copy");
+    Cluster5 { shards: all, reference }
+}
+
+fn sharded_config(c: &Cluster5) -> String {
+    let base = ConfigBuilder::new(&c.reference).pool("pool_mode = \"transaction\"").pool("pool_size = 4");
+    let mut toml = base.toml();
+    // Replace the `app` database with the sharded one.
+    let start = toml.find("[[databases]]").expect("databases");
+    let end = toml.find("[[users]]").expect("users");
+    let mut db = format!("[[databases]]\nname = \"{DB}\"\nunsharded_tables = \"omnisharded\"\n");
+    for s in &c.shards {
+        db.push_str(&format!("\n[[databases.shards]]\nhost = \"{}\"\nport = {}\n", s.host(), s.port()));
+    }
+    db.push_str("\n[[databases.sharded_tables]]\nname = \"items\"\ncolumn = \"id\"\ntype = \"bigint\"\n\n");
+    toml.replace_range(start..end, &db);
+    toml
+}
+
+async fn direct(pg: &Cluster) -> Client {
+    common::connect(&common::direct_conninfo(pg, USER, PASSWORD, DB)).await.expect("direct connection")
+}
+
+/// A reply as text: rows (sorted unless the query orders them) and the command tag's count.
+async fn reply(
+    client: &Client,
+    sql: &str,
+    ordered: bool,
+) -> Result<(Vec<Vec<Option<String>>>, Vec<u64>), String> {
+    let messages =
+        client.simple_query(sql).await.map_err(|e| common::sqlstate(&e).unwrap_or_else(|| e.to_string()))?;
+    let mut rows = Vec::new();
+    let mut counts = Vec::new();
+    for m in messages {
+        match m {
+            SimpleQueryMessage::Row(r) => {
+                rows.push((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+            }
+            SimpleQueryMessage::CommandComplete(n) => counts.push(n),
+            _ => {}
+        }
+    }
+    if !ordered {
+        rows.sort();
+    }
+    Ok((rows, counts))
+}
+
+/// The corpus: writes by key (single rows), writes without a key (every shard), reads by key
+/// and fanned out, upserts and RETURNING, with their expected-order flag.
+fn corpus() -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let mut push = |s: String| out.push((s, false));
+    for id in 1..=120i64 {
+        push(format!("INSERT INTO items (id, name, qty) VALUES ({id}, 'item {id}', {})", id % 7));
+    }
+    for id in (1..=120i64).step_by(9) {
+        push(format!("UPDATE items SET qty = qty + 10 WHERE id = {id}"));
+        push(format!("SELECT id, name, qty FROM items WHERE id = {id}"));
+        push(format!(
+            "UPDATE items SET name = name || '!' WHERE id IN ({id}, {}) RETURNING id, name",
+            id + 1
+        ));
+    }
+    for id in (3..=120i64).step_by(13) {
+        push(format!("DELETE FROM items WHERE id = {id} RETURNING *"));
+        push(format!(
+            "INSERT INTO items (id, name) VALUES ({id}, 'again') ON CONFLICT (id) DO UPDATE SET name = 'upserted'"
+        ));
+        push(format!(
+            "INSERT INTO items (id, name) VALUES ({}, 'x') ON CONFLICT (id) DO UPDATE SET name = 'upserted' RETURNING id, name",
+            id + 1
+        ));
+    }
+    push("SELECT id, name, qty FROM items WHERE qty > 5".into());
+    push("SELECT id FROM items WHERE id BETWEEN 10 AND 30".into());
+    push("SELECT id FROM items WHERE id = 5 OR id = 77".into());
+    push("UPDATE items SET qty = qty * 2 WHERE qty < 3".into());
+    push("DELETE FROM items WHERE qty = 4".into());
+    push("SELECT k, label FROM kinds".into());
+    push("SELECT i.id, k.label FROM items i JOIN kinds k ON k.k = i.qty WHERE i.id = 22".into());
+    push("SELECT 1 + 1, 'text'".into());
+    push("SELECT id FROM items WHERE id = 1 AND id = 2".into());
+    push("SELECT * FROM items WHERE name LIKE 'item 1%' ORDER BY id".into());
+    out
+}
+
+async fn table(client: &Client, sql: &str) -> BTreeSet<Vec<Option<String>>> {
+    reply(client, sql, false).await.expect("table read").0.into_iter().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_database_answers_as_one_postgres_would() {
+    let c = start_clusters();
+    let proxy = TestProxy::start_toml(&sharded_config(&c)).await;
+    let via = proxy.connect(USER, PASSWORD, DB).await;
+    let reference = direct(&c.reference).await;
+
+    // Simple protocol: every statement's reply equals the reference's.
+    let mut compared = 0;
+    for (sql, ordered) in corpus() {
+        let got = reply(&via, &sql, ordered).await;
+        let want = reply(&reference, &sql, ordered).await;
+        // A fan-out SELECT without ORDER BY returns rows in shard order: compared as sets.
+        assert_eq!(got, want, "reply to {sql}");
+        compared += 1;
+    }
+    assert!(compared >= 150, "{compared} statements compared");
+
+    // Extended protocol, key in Bind parameters (binary int8).
+    for id in 200..260i64 {
+        let n = via
+            .execute(
+                "INSERT INTO items (id, name, qty) VALUES ($1, $2, $3)",
+                &[&id, &format!("p{id}"), &((id % 5) as i32)],
+            )
+            .await
+            .expect("insert via Bind");
+        let m = reference
+            .execute(
+                "INSERT INTO items (id, name, qty) VALUES ($1, $2, $3)",
+                &[&id, &format!("p{id}"), &((id % 5) as i32)],
+            )
+            .await
+            .expect("insert reference");
+        assert_eq!(n, m);
+    }
+    let stmt = via.prepare("SELECT name, qty FROM items WHERE id = $1").await.expect("prepare");
+    for id in (200..260i64).step_by(3) {
+        let got: Vec<(String, i32)> = via
+            .query(&stmt, &[&id])
+            .await
+            .expect("select by Bind")
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let want: Vec<(String, i32)> = reference
+            .query("SELECT name, qty FROM items WHERE id = $1", &[&id])
+            .await
+            .expect("reference select")
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assert_eq!(got, want, "id {id}");
+    }
+    let n = via
+        .execute("UPDATE items SET qty = qty + 1 WHERE id = ANY($1)", &[&vec![200i64, 201, 202, 250]])
+        .await
+        .expect("ANY update");
+    let m = reference
+        .execute("UPDATE items SET qty = qty + 1 WHERE id = ANY($1)", &[&vec![200i64, 201, 202, 250]])
+        .await
+        .expect("ANY update ref");
+    assert_eq!(n, m);
+
+    // Every table equal, row for row; each item on the shard PostgreSQL's hash picks.
+    let mut union = BTreeSet::new();
+    for (i, shard) in c.shards.iter().enumerate() {
+        let client = direct(shard).await;
+        let rows = table(&client, "SELECT id, name, qty FROM items").await;
+        let ids: Vec<String> = rows.iter().map(|r| r[0].clone().unwrap_or_default()).collect();
+        if !ids.is_empty() {
+            reference
+                .simple_query(&format!(
+                    "DELETE FROM placed; INSERT INTO placed SELECT unnest(ARRAY[{}]::bigint[])",
+                    ids.join(",")
+                ))
+                .await
+                .expect("place");
+            let placed = table(&reference, &format!("SELECT count(*) FROM placed_{i}")).await;
+            assert_eq!(
+                placed.into_iter().next().and_then(|r| r[0].clone()),
+                Some(ids.len().to_string()),
+                "shard {i} holds rows of another partition"
+            );
+        }
+        union.extend(rows);
+        assert_eq!(
+            table(&client, "SELECT * FROM kinds").await,
+            table(&reference, "SELECT * FROM kinds").await
+        );
+    }
+    assert_eq!(union, table(&reference, "SELECT id, name, qty FROM items").await);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_shard_transactions_are_all_or_nothing() {
+    let c = start_clusters();
+    let proxy = TestProxy::start_toml(&sharded_config(&c)).await;
+    let via = proxy.connect(USER, PASSWORD, DB).await;
+    // Aggregates across shards are the merge engine's; rows are counted here.
+    let count = |ids: &'static str| format!("SELECT id FROM items WHERE id IN ({ids})");
+
+    // Committed on several shards with two-phase commit.
+    via.batch_execute(
+        "BEGIN; INSERT INTO items (id, name) VALUES (1, 'a'); INSERT INTO items (id, name) VALUES (2, 'b');",
+    )
+    .await
+    .ok();
+    via.batch_execute("BEGIN").await.expect("begin");
+    for id in [10i64, 11, 12, 13, 14, 15] {
+        via.execute("INSERT INTO items (id, name) VALUES ($1, 'tx')", &[&id]).await.expect("insert in tx");
+    }
+    via.batch_execute("COMMIT").await.expect("commit");
+    let n = via.query(&count("10,11,12,13,14,15") as &str, &[]).await.expect("count").len();
+    assert_eq!(n, 6);
+
+    // Rolled back everywhere.
+    via.batch_execute("BEGIN").await.expect("begin");
+    for id in [20i64, 21, 22, 23] {
+        via.execute("INSERT INTO items (id, name) VALUES ($1, 'tx')", &[&id]).await.expect("insert in tx");
+    }
+    via.batch_execute("ROLLBACK").await.expect("rollback");
+    let n = via.query(&count("20,21,22,23") as &str, &[]).await.expect("count").len();
+    assert_eq!(n, 0);
+
+    // A failure on one shard: COMMIT rolls back what the others did.
+    via.batch_execute("BEGIN").await.expect("begin");
+    via.execute("INSERT INTO items (id, name) VALUES (30, 'a')", &[]).await.expect("first");
+    via.execute("INSERT INTO items (id, name) VALUES (31, 'a')", &[]).await.expect("second");
+    let dup =
+        via.execute("INSERT INTO items (id, name) VALUES (10, 'dup')", &[]).await.expect_err("duplicate");
+    assert_eq!(common::sqlstate(&dup).as_deref(), Some("23505"));
+    let after = via.execute("SELECT 1", &[]).await.expect_err("aborted transaction");
+    assert_eq!(common::sqlstate(&after).as_deref(), Some("25P02"));
+    via.batch_execute("COMMIT").await.expect("commit of a failed transaction rolls back");
+    let n = via.query(&count("30,31") as &str, &[]).await.expect("count").len();
+    assert_eq!(n, 0);
+
+    // An autocommit write on every shard is atomic too.
+    let n = via.execute("UPDATE items SET qty = 7 WHERE name = 'tx'", &[]).await.expect("fan-out update");
+    assert_eq!(n, 6);
+    let err = via
+        .execute("UPDATE items SET qty = 1 / (id - 12) WHERE name = 'tx'", &[])
+        .await
+        .expect_err("division by zero on one shard");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("22012"));
+    let n = via.query("SELECT id FROM items WHERE qty = 7", &[]).await.expect("count").len();
+    assert_eq!(n, 6, "the shards without the error rolled back too");
+
+    // Nothing is left prepared, and the decision log is empty.
+    for shard in &c.shards {
+        let client = direct(shard).await;
+        let left: i64 =
+            client.query_one("SELECT count(*) FROM pg_prepared_xacts", &[]).await.expect("prepared").get(0);
+        assert_eq!(left, 0);
+    }
+    let log = direct(&c.shards[0]).await;
+    let rows: i64 =
+        log.query_one("SELECT count(*) FROM pgvia.two_phase_decisions", &[]).await.expect("log").get(0);
+    assert_eq!(rows, 0);
+
+    // Refusals name what is missing.
+    let err = via
+        .execute("INSERT INTO items (id, name) VALUES (100, 'a'), (101, 'b'), (102, 'c'), (103, 'd')", &[])
+        .await;
+    if let Err(e) = err {
+        assert_eq!(common::sqlstate(&e).as_deref(), Some("0A000"), "{e}");
+    }
+    let err = via.batch_execute("SAVEPOINT s").await.expect_err("savepoint");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("0A000"));
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_driver_clients_with_keys_in_bind_parameters() {
+    let c = start_clusters();
+    let proxy = TestProxy::start_toml(&sharded_config(&c)).await;
+    let mut tasks = Vec::new();
+    for client_no in 0..50i64 {
+        let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+        tasks.push(tokio::spawn(async move {
+            let client = common::connect(&conninfo).await.expect("connect");
+            for n in 0..10i64 {
+                let id = client_no * 1000 + n;
+                client
+                    .execute("INSERT INTO items (id, name, qty) VALUES ($1, $2, $3)", &[&id, &"w", &1i32])
+                    .await?;
+                let row = client.query_one("SELECT qty FROM items WHERE id = $1", &[&id]).await?;
+                assert_eq!(row.get::<_, i32>(0), 1);
+                client.execute("UPDATE items SET qty = qty + 1 WHERE id = $1", &[&id]).await?;
+            }
+            Ok::<_, tokio_postgres::Error>(())
+        }));
+    }
+    let mut errors = 0;
+    for t in tasks {
+        if let Err(e) = t.await.expect("task") {
+            eprintln!("client error: {e}");
+            errors += 1;
+        }
+    }
+    assert_eq!(errors, 0);
+    let via = proxy.connect(USER, PASSWORD, DB).await;
+    let rows = via.query("SELECT id FROM items WHERE qty = 2", &[]).await.expect("fan-out");
+    assert_eq!(rows.len(), 500);
+    proxy.stop().await;
+}
