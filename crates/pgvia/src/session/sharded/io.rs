@@ -231,6 +231,7 @@ impl ShardedSession<'_> {
                 return Ok(());
             }
         };
+        self.errored = outcome.failed;
         if implicit {
             self.finish_implicit(targets, &outcome).await;
         } else {
@@ -292,6 +293,7 @@ impl ShardedSession<'_> {
                 c.conn().mark_broken();
             }
         }
+        self.errored = true;
         let message = format!("shard {shard} failed: {error}");
         wire::build::ErrorFields::error(SqlState::CONNECTION_FAILURE, &message).write(&mut self.to_client);
         if let Tx::Open { failed, participants, writers, .. } = &mut self.tx {

@@ -84,6 +84,11 @@ pub struct ShardedSession<'a> {
     hint_key: Option<String>,
     /// Round robin among shards for statements any shard can answer.
     turn: usize,
+    /// Running the statements of a multi-statement query one by one: their ReadyForQuery
+    /// is written once, after the last.
+    quiet: bool,
+    /// The last statement run ended in an error (ends a multi-statement query).
+    errored: bool,
 }
 
 /// What the client sent next.
@@ -130,6 +135,8 @@ impl<'a> ShardedSession<'a> {
             hint_shard: None,
             hint_key: None,
             turn: 0,
+            quiet: false,
+            errored: false,
         }
     }
 
@@ -185,15 +192,22 @@ impl<'a> ShardedSession<'a> {
                 Target::AnyOf(s) => any = Some(any.map_or(s, |a| a.intersection(s))),
                 Target::NoRows => any = Some(any.unwrap_or(ShardSet::all(self.groups.len()))),
             }
-            let mut rows = ShardSet::EMPTY;
-            for &s in &r.rows {
-                rows.insert(s);
-            }
+            let rows: ShardSet = r.rows.iter().copied().collect();
             if rows.len() > 1 {
                 return Err(format!(
                     "a multi-row INSERT whose rows belong to shards {rows} is not split yet: send one INSERT per shard"
                 ));
             }
+        }
+        // A row written to a shard that is not its own would be a silent wrong answer.
+        if needed.len() > 1
+            && routes.iter().any(|r| {
+                !r.rows.is_empty() && r.rows.iter().any(|&s| !needed.contains(s) || needed.len() > 1)
+            })
+        {
+            return Err(
+                "statements of this query write rows to different shards: send them one by one".into()
+            );
         }
         match (needed.len(), any) {
             (0, Some(set)) => Ok(ShardSet::one(self.pick(set))),
@@ -222,6 +236,7 @@ impl<'a> ShardedSession<'a> {
 
     /// Answers an exchange with an error of pgvia's own, and the ReadyForQuery after it.
     fn refuse(&mut self, code: &str, message: &str) {
+        self.errored = true;
         wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, message)
             .write(&mut self.to_client);
         if let Tx::Open { failed, .. } = &mut self.tx {
@@ -236,6 +251,9 @@ impl<'a> ShardedSession<'a> {
 
     /// ReadyForQuery with the status of the client's transaction as pgvia keeps it.
     fn ready(&mut self) {
+        if self.quiet {
+            return;
+        }
         let status = match self.tx {
             Tx::Idle => b'I',
             Tx::Open { failed: true, .. } => b'E',
@@ -248,6 +266,9 @@ impl<'a> ShardedSession<'a> {
     async fn simple(&mut self, frame: Bytes) -> Result<(), SessionError> {
         let sql = frame.get(5..frame.len().saturating_sub(1)).unwrap_or_default();
         let analysis = self.app.analyzer.analyze_bytes(sql, &[]);
+        if analysis.len() > 1 && !analysis.is_conservative() && !self.quiet {
+            return self.simple_multi(sql, &analysis).await;
+        }
         if self.control(&analysis, &frame).await? {
             return Ok(());
         }
@@ -282,6 +303,73 @@ impl<'a> ShardedSession<'a> {
         self.exchange(targets, &frame, &[], writes).await?;
         if settings {
             self.learn_settings(targets).await?;
+        }
+        Ok(())
+    }
+
+    /// A query of several statements: each runs as an exchange of its own, so each goes to
+    /// its own shards; together they form one implicit transaction (unless they hold their
+    /// own BEGIN/COMMIT), committed on every shard they wrote, as PostgreSQL commits a
+    /// multi-statement query at its end. The first error ends the query.
+    async fn simple_multi(&mut self, sql: &[u8], analysis: &route::Analysis) -> Result<(), SessionError> {
+        let controls = analysis.statements().any(|s| {
+            matches!(
+                s.kind(),
+                route::StatementKind::Begin(_)
+                    | route::StatementKind::Commit { .. }
+                    | route::StatementKind::Rollback { .. }
+            )
+        });
+        let implicit = matches!(self.tx, Tx::Idle) && !controls;
+        if implicit {
+            let mut begin = BytesMut::new();
+            wire::build::query(&mut begin, "BEGIN");
+            self.tx = Tx::Open {
+                begin: begin.freeze(),
+                participants: ShardSet::EMPTY,
+                writers: ShardSet::EMPTY,
+                failed: false,
+            };
+        }
+        self.quiet = true;
+        let mut result = Ok(());
+        for statement in analysis.statements() {
+            let Some(text) = sql.get(statement.location()) else { continue };
+            let mut one = BytesMut::new();
+            wire::build::frame(&mut one, wire::frontend::tag::QUERY, |b| wire::build::put_cstr(b, text));
+            self.errored = false;
+            result = Box::pin(self.simple(one.freeze())).await;
+            if result.is_err() || self.errored {
+                break;
+            }
+        }
+        self.quiet = false;
+        result?;
+        if implicit {
+            match self.tx {
+                Tx::Open { failed: true, .. } => {
+                    let mark = self.to_client.len();
+                    self.rollback().await;
+                    self.to_client.truncate(mark);
+                    self.ready();
+                }
+                Tx::Open { .. } => {
+                    let mark = self.to_client.len();
+                    self.quiet = true;
+                    self.commit().await?;
+                    self.quiet = false;
+                    // The implicit commit's own tag is not the client's.
+                    let mut commit_tag = BytesMut::new();
+                    wire::build::command_complete(&mut commit_tag, "COMMIT");
+                    if self.to_client[mark..] == commit_tag[..] {
+                        self.to_client.truncate(mark);
+                    }
+                    self.ready();
+                }
+                Tx::Idle => self.ready(),
+            }
+        } else {
+            self.ready();
         }
         Ok(())
     }
