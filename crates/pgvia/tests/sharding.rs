@@ -8,65 +8,23 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{ConfigBuilder, TestProxy, DB, PASSWORD, USER};
-use harness::{Cluster, ClusterOptions};
+use common::{TestProxy, DB, PASSWORD, USER};
+use harness::Cluster;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
-const SHARDS: usize = 4;
+use common::shards::ShardClusters as Cluster5;
 
 const SCHEMA: &str =
     "CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL DEFAULT 0);
 CREATE TABLE kinds (k int PRIMARY KEY, label text);
-INSERT INTO kinds VALUES (1, 'one'), (2, 'two'), (3, 'three');
-GRANT ALL ON ALL TABLES IN SCHEMA public TO app;";
-
-struct Cluster5 {
-    shards: Vec<Cluster>,
-    reference: Cluster,
-}
+INSERT INTO kinds VALUES (1, 'one'), (2, 'two'), (3, 'three');";
 
 fn start_clusters() -> Cluster5 {
-    let handles: Vec<_> = (0..=SHARDS)
-        .map(|_| {
-            std::thread::spawn(|| {
-                let mut opts = ClusterOptions::default();
-                opts.settings.push(("max_prepared_transactions".into(), "20".into()));
-                let pg = common::start_pg_with(opts);
-                pg.psql(DB, SCHEMA).expect("schema");
-                pg
-            })
-        })
-        .collect();
-    let mut all: Vec<Cluster> = handles.into_iter().map(|h| h.join().expect("cluster thread")).collect();
-    let reference = all.pop().expect("reference");
-    // The reference also keeps a hash-partitioned copy: PostgreSQL's own placement.
-    reference
-        .psql(
-            DB,
-            "CREATE TABLE placed (id bigint) PARTITION BY HASH (id);
-             CREATE TABLE placed_0 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 0);
-             CREATE TABLE placed_1 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 1);
-             CREATE TABLE placed_2 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 2);
-             CREATE TABLE placed_3 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 3);
-             GRANT ALL ON ALL TABLES IN SCHEMA public TO app;",
-        )
-        .expect("partitioned copy");
-    Cluster5 { shards: all, reference }
+    common::shards::start(SCHEMA)
 }
 
 fn sharded_config(c: &Cluster5) -> String {
-    let base = ConfigBuilder::new(&c.reference).pool("pool_mode = \"transaction\"").pool("pool_size = 4");
-    let mut toml = base.toml();
-    // Replace the `app` database with the sharded one.
-    let start = toml.find("[[databases]]").expect("databases");
-    let end = toml.find("[[users]]").expect("users");
-    let mut db = format!("[[databases]]\nname = \"{DB}\"\nunsharded_tables = \"omnisharded\"\n");
-    for s in &c.shards {
-        db.push_str(&format!("\n[[databases.shards]]\nhost = \"{}\"\nport = {}\n", s.host(), s.port()));
-    }
-    db.push_str("\n[[databases.sharded_tables]]\nname = \"items\"\ncolumn = \"id\"\ntype = \"bigint\"\n\n");
-    toml.replace_range(start..end, &db);
-    toml
+    common::shards::config(c, &["items"])
 }
 
 async fn direct(pg: &Cluster) -> Client {

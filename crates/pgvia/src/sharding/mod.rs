@@ -9,6 +9,7 @@
 //! know (with `unsharded_tables = "refuse"`) are errors with a SQLSTATE, never a guess.
 
 pub mod cli;
+pub mod copy;
 mod keys;
 pub mod params;
 

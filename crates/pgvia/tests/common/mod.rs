@@ -10,6 +10,7 @@
 pub mod ops;
 pub mod raw;
 pub mod replicas;
+pub mod shards;
 pub mod tls;
 
 use std::net::SocketAddr;

@@ -12,6 +12,11 @@ use crate::session::error::SessionError;
 use crate::sharding;
 
 const SHARD_SETTING: &str = "pgvia.shard";
+
+/// `name` as a quoted identifier.
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
 const KEY_SETTING: &str = "pgvia.sharding_key";
 
 impl ShardedSession<'_> {
@@ -32,6 +37,28 @@ impl ShardedSession<'_> {
             StatementKind::Begin(_) => {
                 self.begin(frame.clone());
                 Ok(true)
+            }
+            StatementKind::Copy { direction: route::CopyDirection::From, stdio: true } => {
+                let table =
+                    statement.tables().next().map(|t| (t.schema.map(str::to_owned), t.name.to_owned()));
+                let rule = table
+                    .as_ref()
+                    .and_then(|(schema, name)| self.rules.table(schema.as_deref(), name).cloned());
+                match (rule, table) {
+                    (Some(rule), Some((schema, name))) => {
+                        let qualified = match schema {
+                            Some(s) => format!("{}.{}", quote_ident(&s), quote_ident(&name)),
+                            None => quote_ident(&name),
+                        };
+                        if let Tx::Open { failed: true, .. } = self.tx {
+                            return Ok(false);
+                        }
+                        self.copy_in(frame.clone(), rule, qualified).await?;
+                        Ok(true)
+                    }
+                    // Not a sharded table: routed as any statement (one shard, or refused).
+                    _ => Ok(false),
+                }
             }
             StatementKind::Commit { chain: false } => {
                 self.commit().await?;
@@ -59,11 +86,9 @@ impl ShardedSession<'_> {
             | StatementKind::PrepareTransaction
             | StatementKind::CommitPrepared
             | StatementKind::RollbackPrepared
-            | StatementKind::Copy { .. }
             | StatementKind::Listen
             | StatementKind::Unlisten => {
                 let what = match kind {
-                    StatementKind::Copy { .. } => "COPY",
                     StatementKind::Listen | StatementKind::Unlisten => "LISTEN/UNLISTEN",
                     StatementKind::Savepoint
                     | StatementKind::Release

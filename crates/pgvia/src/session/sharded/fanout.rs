@@ -55,11 +55,25 @@ pub struct Finished {
 pub struct FanOut {
     lanes: Vec<Lane>,
     failed: bool,
+    /// Inside a binary `COPY TO`: each lane's header after the first lane's, and every
+    /// lane's trailer, are dropped; one trailer goes out before the CopyDone.
+    binary_copy: bool,
+    /// A `CopyInResponse` went to the client: the lanes wait for the client's rows.
+    copy_in: bool,
 }
+
+/// Binary COPY's file header starts so; its trailer is an int16 -1.
+const BINARY_SIGNATURE: &[u8] = b"PGCOPY\n\xff\r\n\0";
+const BINARY_TRAILER: &[u8] = &[0xff, 0xff];
 
 impl FanOut {
     pub fn new(lanes: usize) -> FanOut {
-        FanOut { lanes: (0..lanes).map(|_| Lane::default()).collect(), failed: false }
+        FanOut {
+            lanes: (0..lanes).map(|_| Lane::default()).collect(),
+            failed: false,
+            binary_copy: false,
+            copy_in: false,
+        }
     }
 
     pub fn lane_mut(&mut self, i: usize) -> &mut Lane {
@@ -74,6 +88,11 @@ impl FanOut {
     pub fn wants_input(&self, i: usize) -> bool {
         let lane = &self.lanes[i];
         lane.ready.is_none() && lane.queued < LANE_QUEUE_LIMIT
+    }
+
+    /// Whether every lane is waiting for COPY data (the client was told so once).
+    pub fn copy_in_started(&self) -> bool {
+        self.copy_in
     }
 
     pub fn finished(&self) -> Option<Finished> {
@@ -105,6 +124,14 @@ impl FanOut {
         if lane.discarding && t != tag::READY_FOR_QUERY {
             return Ok(());
         }
+        let frame = if t == tag::COPY_DATA && self.binary_copy {
+            match binary_copy_data(frame, i) {
+                Some(f) => f,
+                None => return Ok(()),
+            }
+        } else {
+            frame
+        };
         match t {
             tag::NOTICE_RESPONSE | tag::NOTIFICATION_RESPONSE => out.extend_from_slice(&frame),
             // Settings are reported once, from the first lane; the others say the same.
@@ -170,6 +197,36 @@ impl FanOut {
                     let tags: Vec<Bytes> = self.pop_heads();
                     merged_command_complete(&tags, out);
                 }
+                tag::COPY_OUT_RESPONSE => {
+                    let fronts = self.pop_heads();
+                    if let Some(f) = fronts.first() {
+                        // The overall format: 0 text, 1 binary.
+                        self.binary_copy = f.get(5) == Some(&1);
+                        out.extend_from_slice(f);
+                        if self.binary_copy {
+                            // One header, first, whichever lane's rows come first.
+                            wire::build::frame(out, tag::COPY_DATA, |b| {
+                                b.extend_from_slice(BINARY_SIGNATURE);
+                                b.extend_from_slice(&[0; 8]);
+                            });
+                        }
+                    }
+                }
+                tag::COPY_DONE => {
+                    self.pop_heads();
+                    if std::mem::take(&mut self.binary_copy) {
+                        wire::build::frame(out, tag::COPY_DATA, |b| b.extend_from_slice(BINARY_TRAILER));
+                    }
+                    wire::build::frame(out, tag::COPY_DONE, |_| {});
+                }
+                tag::COPY_IN_RESPONSE => {
+                    let fronts = self.pop_heads();
+                    if let Some(f) = fronts.first() {
+                        out.extend_from_slice(f);
+                    }
+                    self.copy_in = true;
+                    return Ok(());
+                }
                 _ => {
                     let fronts = self.pop_heads();
                     if let Some(f) = fronts.first() {
@@ -178,7 +235,8 @@ impl FanOut {
                 }
             }
             // Rows held behind the barrier flow now, up to each lane's next barrier.
-            for lane in &mut self.lanes {
+            let binary_copy = self.binary_copy;
+            for (i, lane) in self.lanes.iter_mut().enumerate() {
                 while let Some(f) = lane.queue.front() {
                     if !matches!(
                         f[0],
@@ -188,7 +246,14 @@ impl FanOut {
                     }
                     let f = lane.queue.pop_front().unwrap_or_default();
                     lane.queued = lane.queued.saturating_sub(f.len());
-                    out.extend_from_slice(&f);
+                    // Queued before the CopyOutResponse said the COPY is binary.
+                    if binary_copy && f[0] == tag::COPY_DATA {
+                        if let Some(f) = binary_copy_data(f, i) {
+                            out.extend_from_slice(&f);
+                        }
+                    } else {
+                        out.extend_from_slice(&f);
+                    }
                 }
             }
         }
@@ -204,6 +269,31 @@ impl FanOut {
             })
             .collect()
     }
+}
+
+/// A lane's CopyData frame of a binary COPY as the merged stream has it: PostgreSQL puts the
+/// file header in front of a lane's first row and sends the trailer (an int16 -1) alone, or
+/// after the header when there are no rows; the merged stream has one header (written at
+/// the CopyOutResponse) and one trailer (at the CopyDone), so both are cut from every lane.
+/// `None` when nothing of the frame is left.
+fn binary_copy_data(frame: Bytes, _lane: usize) -> Option<Bytes> {
+    let data = frame.get(5..).unwrap_or_default();
+    let header = if data.starts_with(BINARY_SIGNATURE) && data.len() >= 19 {
+        let ext = u32::from_be_bytes([data[15], data[16], data[17], data[18]]) as usize;
+        (19 + ext).min(data.len())
+    } else {
+        0
+    };
+    let rest = &data[header..];
+    if rest.is_empty() || rest == BINARY_TRAILER {
+        return None;
+    }
+    if header == 0 {
+        return Some(frame);
+    }
+    let mut out = BytesMut::with_capacity(rest.len() + 5);
+    wire::build::frame(&mut out, tag::COPY_DATA, |b| b.extend_from_slice(rest));
+    Some(out.freeze())
 }
 
 /// One `CommandComplete` for the client from every lane's: row counts summed (`SELECT`,

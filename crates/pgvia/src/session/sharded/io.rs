@@ -22,6 +22,32 @@ const CLIENT_FLUSH: usize = 64 * 1024;
 /// Most bytes of extended-protocol messages buffered before their Sync.
 const MAX_BATCH: usize = 64 * 1024 * 1024;
 
+/// An exchange on its way: what was sent where, and the merge of the replies.
+pub(super) struct Flight {
+    pub fan: FanOut,
+    pub lanes: Vec<ShardId>,
+    /// Where this exchange's replies start in `to_client`.
+    pub reply_start: usize,
+    /// Replies are kept back until the exchange is decided (an autocommit write on several
+    /// shards, whose reply is replaced by an error if its commit fails).
+    pub hold: bool,
+}
+
+impl Flight {
+    pub fn outcome(&self) -> Result<Outcome, ServerError> {
+        let done =
+            self.fan.finished().ok_or(ServerError::Desync("exchange ended before every shard was ready"))?;
+        if self.fan.lanes().iter().any(|l| l.injected_error.is_some()) {
+            return Err(ServerError::Desync("a shard refused the transaction's BEGIN"));
+        }
+        Ok(Outcome {
+            failed: done.failed,
+            in_transaction: done.in_transaction,
+            reply_start: self.reply_start,
+        })
+    }
+}
+
 /// How an exchange's servers answered.
 pub(super) struct Outcome {
     pub failed: bool,
@@ -134,6 +160,21 @@ impl ShardedSession<'_> {
         parse_drops: &[bool],
         implicit_begin: bool,
     ) -> Result<Outcome, ServerError> {
+        let mut flight = self.launch(targets, payload, parse_drops, implicit_begin).await?;
+        self.pump(&mut flight, false).await?;
+        flight.outcome()
+    }
+
+    /// Sends `payload` to every shard of `targets`, each behind the `BEGIN` it needs (the
+    /// transaction's, for a shard joining it; pgvia's own, for an autocommit write on
+    /// several shards).
+    pub(super) async fn launch(
+        &mut self,
+        targets: ShardSet,
+        payload: &[u8],
+        parse_drops: &[bool],
+        implicit_begin: bool,
+    ) -> Result<Flight, ServerError> {
         let lanes: Vec<ShardId> = targets.iter().collect();
         let mut fan = FanOut::new(lanes.len());
         for (i, &shard) in lanes.iter().enumerate() {
@@ -153,26 +194,34 @@ impl ShardedSession<'_> {
             }
             bytes.extend_from_slice(payload);
             lane.parse_drops.extend(parse_drops.iter().copied());
-            let Some(checkout) = self.held[shard].as_mut() else {
-                return Err(ServerError::Desync("no server held for a shard of the exchange"));
-            };
-            let conn = checkout.conn();
-            track_sent(conn, &bytes);
-            conn.mark_used();
-            conn.write_all(&bytes).await?;
+            self.send_to(shard, &bytes).await?;
         }
         if let Some(first) = lanes.first().and_then(|&s| self.held[s].as_ref()) {
             self.cancel.slot.set(Some(first.conn_ref().cancel_target()));
         }
-        let reply_start = self.to_client.len();
+        Ok(Flight { fan, lanes, reply_start: self.to_client.len(), hold: implicit_begin })
+    }
+
+    /// Writes whole client frames to the held server of `shard`, telling its tracker.
+    pub(super) async fn send_to(&mut self, shard: ShardId, bytes: &[u8]) -> Result<(), ServerError> {
+        let Some(checkout) = self.held[shard].as_mut() else {
+            return Err(ServerError::Desync("no server held for a shard of the exchange"));
+        };
+        let conn = checkout.conn();
+        track_sent(conn, bytes);
+        conn.mark_used();
+        conn.write_all(bytes).await
+    }
+
+    /// Reads the flight's servers and merges their replies until every lane is ready (or,
+    /// with `until_copy_in`, until they all wait for COPY data).
+    pub(super) async fn pump(&mut self, flight: &mut Flight, until_copy_in: bool) -> Result<(), ServerError> {
         loop {
-            if let Some(done) = fan.finished() {
-                if fan.lanes().iter().any(|l| l.injected_error.is_some()) {
-                    return Err(ServerError::Desync("a shard refused the transaction's BEGIN"));
-                }
-                return Ok(Outcome { failed: done.failed, in_transaction: done.in_transaction, reply_start });
+            if flight.fan.finished().is_some() || (until_copy_in && flight.fan.copy_in_started()) {
+                return Ok(());
             }
             let held = &mut self.held;
+            let (lanes, fan) = (&flight.lanes, &flight.fan);
             let (i, frame) = poll_fn(|cx| {
                 for (i, &shard) in lanes.iter().enumerate() {
                     if !fan.wants_input(i) {
@@ -187,21 +236,22 @@ impl ShardedSession<'_> {
             })
             .await;
             let frame = frame?;
-            if let Some(checkout) = self.held[lanes[i]].as_mut() {
+            if let Some(checkout) = self.held[flight.lanes[i]].as_mut() {
                 let conn = checkout.conn();
                 conn.observe(&frame)?;
                 conn.tracker.server_sent(frame.tag(), frame.body());
                 conn.settle_statements(None);
             }
-            fan.push(i, frame.into_bytes(), &mut self.to_client)
+            flight
+                .fan
+                .push(i, frame.into_bytes(), &mut self.to_client)
                 .map_err(|_| ServerError::Desync("shards answered the same request differently"))?;
-            if !implicit_begin && self.to_client.len() >= CLIENT_FLUSH {
-                let start = self.to_client.len();
+            if !flight.hold && self.to_client.len() >= CLIENT_FLUSH {
                 self.flush_client().await.map_err(|e| match e {
                     SessionError::ClientIo(e) => ServerError::Io(e),
                     _ => ServerError::Desync("client write failed"),
                 })?;
-                let _ = start;
+                flight.reply_start = 0;
             }
         }
     }
@@ -231,17 +281,44 @@ impl ShardedSession<'_> {
                 return Ok(());
             }
         };
+        self.finish_exchange(targets, writes, implicit, &outcome).await;
+        Ok(())
+    }
+
+    /// After an exchange's replies: the transaction state updated (an autocommit write on
+    /// several shards committed or rolled back), the ReadyForQuery written, servers given
+    /// back between transactions.
+    pub(super) async fn finish_exchange(
+        &mut self,
+        targets: ShardSet,
+        writes: bool,
+        implicit: bool,
+        outcome: &Outcome,
+    ) {
         self.errored = outcome.failed;
         if implicit {
-            self.finish_implicit(targets, &outcome).await;
+            self.finish_implicit(targets, outcome).await;
         } else {
-            self.note_outcome(targets, writes, &outcome);
+            self.note_outcome(targets, writes, outcome);
         }
         self.ready();
         if matches!(self.tx, Tx::Idle) {
             self.give_back_all();
         }
-        Ok(())
+    }
+
+    /// The client's next whole message (inside COPY).
+    pub(super) async fn next_client_frame(&mut self) -> Result<Bytes, SessionError> {
+        loop {
+            if let Some(len) = self.decoder.peek_len(&self.from_client)? {
+                return Ok(self.from_client.split_to(len).freeze());
+            }
+            match self.client.read_buf(&mut self.from_client).await {
+                Ok(0) => return Err(SessionError::ClientIo(std::io::ErrorKind::UnexpectedEof.into())),
+                Ok(_) => {}
+                Err(e) => return Err(SessionError::ClientIo(e)),
+            }
+        }
     }
 
     /// The transaction state after an exchange the client ran itself.

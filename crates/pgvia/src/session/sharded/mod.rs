@@ -11,6 +11,7 @@
 //! statement, re-parsed in front of each Bind, so any server of a shard can run them.
 
 mod control;
+mod copy;
 mod extended;
 mod fanout;
 mod io;

@@ -1,0 +1,221 @@
+//! `COPY ... FROM STDIN` on a sharded database: the COPY starts on every shard the rows may
+//! go to, the client's data is cut into rows (`sharding::copy`) and each row streamed to its
+//! own shard as it arrives; nothing is buffered beyond a row and a flush's worth per shard.
+//! Like any write on several shards, it commits on all of them or none.
+
+use bytes::{Bytes, BytesMut};
+use shard::ShardSet;
+use wire::frontend::tag as fe;
+use wire::sqlstate::SqlState;
+
+use super::ShardedSession;
+use crate::config::TableRule;
+use crate::session::error::SessionError;
+use crate::sharding::copy::{self, CopyError, KeyPlace, Splitter};
+
+/// A shard's rows are sent once this much is waiting.
+const SHARD_FLUSH: usize = 64 * 1024;
+
+impl ShardedSession<'_> {
+    /// Runs a `COPY ... FROM STDIN` into `rule`'s table (`table` as the statement names it).
+    pub(super) async fn copy_in(
+        &mut self,
+        frame: Bytes,
+        rule: TableRule,
+        table: String,
+    ) -> Result<(), SessionError> {
+        let sql = String::from_utf8_lossy(frame.get(5..frame.len().saturating_sub(1)).unwrap_or_default())
+            .into_owned();
+        let options = match copy::options(&sql) {
+            Ok(o) => o,
+            Err(e) => {
+                self.refuse(SqlState::FEATURE_NOT_SUPPORTED.code(), &e.to_string());
+                return Ok(());
+            }
+        };
+        let targets = ShardSet::all(self.groups.len());
+        for shard in targets.iter() {
+            if let Err(e) = self.ensure_server(shard, true).await {
+                self.shard_failed(shard, &e).await;
+                return Ok(());
+            }
+        }
+        let index = match self.key_index(&options.columns, &rule, &table).await {
+            Ok(Some(i)) => i,
+            Ok(None) => {
+                self.refuse(
+                    SqlState::FEATURE_NOT_SUPPORTED.code(),
+                    &format!("COPY into {table} must include the sharding key column {}", rule.column),
+                );
+                self.after_refusal();
+                return Ok(());
+            }
+            Err(e) => {
+                self.shard_failed(0, &e).await;
+                return Ok(());
+            }
+        };
+        let implicit = matches!(self.tx, super::Tx::Idle);
+        let mut flight = match self.launch(targets, &frame, &[], implicit).await {
+            Ok(f) => f,
+            Err(e) => {
+                self.shard_failed(0, &e).await;
+                return Ok(());
+            }
+        };
+        if let Err(e) = self.pump(&mut flight, true).await {
+            self.shard_failed(0, &e).await;
+            return Ok(());
+        }
+        if flight.fan.copy_in_started() {
+            // The client was told to send its data (the merged CopyInResponse).
+            self.flush_client().await?;
+            let key = KeyPlace { index, key_type: rule.key_type, function: &rule.function };
+            if let Err(e) = self.stream_rows(&flight.lanes, options, &key).await {
+                match e {
+                    StreamEnd::Client(e) => return Err(e),
+                    StreamEnd::Server(e) => {
+                        self.shard_failed(0, &e).await;
+                        return Ok(());
+                    }
+                }
+            }
+            if let Err(e) = self.pump(&mut flight, false).await {
+                self.shard_failed(0, &e).await;
+                return Ok(());
+            }
+        }
+        match flight.outcome() {
+            Ok(outcome) => self.finish_exchange(targets, true, implicit, &outcome).await,
+            Err(e) => self.shard_failed(0, &e).await,
+        }
+        Ok(())
+    }
+
+    /// After a refusal with servers taken and no transaction: they go back.
+    fn after_refusal(&mut self) {
+        if matches!(self.tx, super::Tx::Idle) {
+            self.give_back_all();
+        }
+    }
+
+    /// The key column's position in the COPY's rows: in its column list, else in the table's
+    /// columns as the first shard's catalog has them.
+    async fn key_index(
+        &mut self,
+        columns: &[String],
+        rule: &TableRule,
+        table: &str,
+    ) -> Result<Option<usize>, crate::server::ServerError> {
+        if !columns.is_empty() {
+            return Ok(columns.iter().position(|c| *c == rule.column));
+        }
+        let timeout = self.app.config().general.server_reset_timeout;
+        let Some(c) = self.held.iter_mut().flatten().next() else { return Ok(None) };
+        let literal = table.replace('\'', "''");
+        let sql = format!(
+            "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = '{literal}'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+        );
+        let rows = c.conn().query_rows(&sql, timeout).await?;
+        Ok(rows.iter().position(|r| r.first().and_then(|v| v.as_deref()) == Some(rule.column.as_str())))
+    }
+
+    /// Reads the client's COPY data up to its CopyDone or CopyFail, sending each row to its
+    /// shard; ends the COPY on every lane.
+    async fn stream_rows(
+        &mut self,
+        lanes: &[usize],
+        options: copy::CopyOptions,
+        key: &KeyPlace<'_>,
+    ) -> Result<(), StreamEnd> {
+        let shards = self.groups.len();
+        let mut splitter = Splitter::new(options);
+        let mut out: Vec<BytesMut> = (0..shards).map(|_| BytesMut::new()).collect();
+        let mut failure: Option<CopyError> = None;
+        loop {
+            let frame = self.next_client_frame().await.map_err(StreamEnd::Client)?;
+            match frame.first().copied() {
+                Some(fe::COPY_DATA) if failure.is_none() => {
+                    if let Err(e) = splitter.push(&frame[5..], key, &mut out) {
+                        failure = Some(e);
+                        continue;
+                    }
+                    for &shard in lanes {
+                        if out[shard].len() >= SHARD_FLUSH {
+                            self.send_rows(shard, &mut out[shard]).await.map_err(StreamEnd::Server)?;
+                        }
+                    }
+                }
+                Some(fe::COPY_DATA) => {}
+                Some(fe::COPY_DONE) if failure.is_none() => {
+                    if let Err(e) = splitter.finish(key, &mut out) {
+                        failure = Some(e);
+                    } else {
+                        for &shard in lanes {
+                            self.send_rows(shard, &mut out[shard]).await.map_err(StreamEnd::Server)?;
+                            let mut done = BytesMut::new();
+                            wire::build::frame(&mut done, fe::COPY_DONE, |_| {});
+                            self.send_to(shard, &done).await.map_err(StreamEnd::Server)?;
+                        }
+                        return Ok(());
+                    }
+                }
+                Some(fe::COPY_DONE | fe::COPY_FAIL) => {}
+                // Flush and Sync mean nothing inside COPY, as with PostgreSQL.
+                Some(fe::FLUSH | fe::SYNC) => continue,
+                _ => {
+                    failure.get_or_insert(CopyError::Row {
+                        row: splitter.rows(),
+                        why: "unexpected message during COPY".into(),
+                    });
+                }
+            }
+            if let Some(e) = &failure {
+                if matches!(frame.first().copied(), Some(fe::COPY_DATA)) {
+                    continue;
+                }
+                let client_fail = frame.first() == Some(&fe::COPY_FAIL);
+                let message = if client_fail {
+                    let body = frame.get(5..frame.len().saturating_sub(1)).unwrap_or_default();
+                    String::from_utf8_lossy(body).into_owned()
+                } else {
+                    e.to_string()
+                };
+                for &shard in lanes {
+                    let mut fail = BytesMut::new();
+                    wire::build::frame(&mut fail, fe::COPY_FAIL, |b| {
+                        wire::build::put_cstr(b, message.as_bytes())
+                    });
+                    self.send_to(shard, &fail).await.map_err(StreamEnd::Server)?;
+                }
+                return Ok(());
+            }
+            if frame.first() == Some(&fe::COPY_FAIL) {
+                for &shard in lanes {
+                    self.send_to(shard, &frame).await.map_err(StreamEnd::Server)?;
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sends a shard the rows waiting for it, as CopyData.
+    async fn send_rows(
+        &mut self,
+        shard: usize,
+        rows: &mut BytesMut,
+    ) -> Result<(), crate::server::ServerError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut frame = BytesMut::with_capacity(rows.len() + 5);
+        wire::build::frame(&mut frame, fe::COPY_DATA, |b| b.extend_from_slice(rows));
+        rows.clear();
+        self.send_to(shard, &frame).await
+    }
+}
+
+enum StreamEnd {
+    Client(SessionError),
+    Server(crate::server::ServerError),
+}

@@ -1,0 +1,67 @@
+//! Four PostgreSQL shards and a fifth cluster holding every row (the reference), for the
+//! sharding tests, with pgvia's configuration for them.
+
+use harness::{Cluster, ClusterOptions};
+
+use super::{ConfigBuilder, DB};
+
+pub const SHARDS: usize = 4;
+
+pub struct ShardClusters {
+    pub shards: Vec<Cluster>,
+    pub reference: Cluster,
+}
+
+/// Starts the five clusters in parallel, each with `schema` applied in database `app`, and
+/// gives the reference a table `placed` hash-partitioned four ways (PostgreSQL's own
+/// placement, to check pgvia's against).
+pub fn start(schema: &str) -> ShardClusters {
+    let handles: Vec<_> = (0..=SHARDS)
+        .map(|_| {
+            let schema = schema.to_owned();
+            std::thread::spawn(move || {
+                let mut opts = ClusterOptions::default();
+                opts.settings.push(("max_prepared_transactions".into(), "20".into()));
+                let pg = super::start_pg_with(opts);
+                pg.psql(DB, &schema).expect("schema");
+                pg.psql(DB, "GRANT ALL ON ALL TABLES IN SCHEMA public TO app;").expect("grant");
+                pg
+            })
+        })
+        .collect();
+    let mut all: Vec<Cluster> = handles.into_iter().map(|h| h.join().expect("cluster thread")).collect();
+    let reference = all.pop().expect("reference");
+    reference
+        .psql(
+            DB,
+            "CREATE TABLE placed (id bigint) PARTITION BY HASH (id);
+             CREATE TABLE placed_0 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 0);
+             CREATE TABLE placed_1 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 1);
+             CREATE TABLE placed_2 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 2);
+             CREATE TABLE placed_3 PARTITION OF placed FOR VALUES WITH (MODULUS 4, REMAINDER 3);
+             GRANT ALL ON ALL TABLES IN SCHEMA public TO app;",
+        )
+        .expect("partitioned copy");
+    ShardClusters { shards: all, reference }
+}
+
+/// pgvia's configuration: database `app` over the shards, transaction pooling, each of
+/// `tables` hash-sharded on its bigint column `id`, other tables omnisharded.
+pub fn config(c: &ShardClusters, tables: &[&str]) -> String {
+    let base = ConfigBuilder::new(&c.reference).pool("pool_mode = \"transaction\"").pool("pool_size = 4");
+    let mut toml = base.toml();
+    let start = toml.find("[[databases]]").expect("databases");
+    let end = toml.find("[[users]]").expect("users");
+    let mut db = format!("[[databases]]\nname = \"{DB}\"\nunsharded_tables = \"omnisharded\"\n");
+    for s in &c.shards {
+        db.push_str(&format!("\n[[databases.shards]]\nhost = \"{}\"\nport = {}\n", s.host(), s.port()));
+    }
+    for t in tables {
+        db.push_str(&format!(
+            "\n[[databases.sharded_tables]]\nname = \"{t}\"\ncolumn = \"id\"\ntype = \"bigint\"\n"
+        ));
+    }
+    db.push('\n');
+    toml.replace_range(start..end, &db);
+    toml
+}
