@@ -82,6 +82,17 @@ fn corpus() -> Vec<(String, bool)> {
             id + 1
         ));
     }
+    // Multi-row INSERTs whose rows belong to different shards: split, one INSERT per shard.
+    for base in [1000i64, 1100, 1200, 1300, 1400] {
+        push(format!(
+            "INSERT INTO items (id, name, qty) VALUES ({base}, 'a', 1), ({}, 'it''s', 2), ({}, E'back\\\\slash', DEFAULT), ({}, 'd', -4), ({}, 'e', NULL::int)",
+            base + 1,
+            base + 2,
+            base + 3,
+            base + 4
+        ));
+    }
+    push("INSERT INTO items (qty, id, name) VALUES (5, 1500, 'x'), (6, 1501, 'y'), (7, 1502, 'z'), (8, 1503, 'w')".into());
     push("SELECT id, name, qty FROM items WHERE qty > 5".into());
     push("SELECT id FROM items WHERE id BETWEEN 10 AND 30".into());
     push("SELECT id FROM items WHERE id = 5 OR id = 77".into());

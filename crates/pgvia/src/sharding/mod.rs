@@ -12,6 +12,7 @@ pub mod cli;
 pub mod copy;
 mod keys;
 pub mod params;
+pub mod split;
 
 use route::{Access, Analysis, Outcome, Statement, StatementKind, TableRef};
 use shard::{KeyCond, ShardError, ShardId, ShardSet};

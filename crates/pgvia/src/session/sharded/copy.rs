@@ -56,7 +56,7 @@ impl ShardedSession<'_> {
             }
         };
         let implicit = matches!(self.tx, super::Tx::Idle);
-        let mut flight = match self.launch(targets, &frame, &[], implicit).await {
+        let mut flight = match self.launch(targets, super::io::Payload::Same(&frame), &[], implicit).await {
             Ok(f) => f,
             Err(e) => {
                 self.shard_failed(0, &e).await;

@@ -211,7 +211,7 @@ impl ShardedSession<'_> {
         } else {
             needed
         };
-        self.exchange(targets, &payload, &parse_drops, writes).await?;
+        self.exchange(targets, super::io::Payload::Same(&payload), &parse_drops, writes).await?;
         // Portals end with their transaction.
         if matches!(self.tx, Tx::Idle) {
             self.portals.clear();

@@ -22,6 +22,25 @@ const CLIENT_FLUSH: usize = 64 * 1024;
 /// Most bytes of extended-protocol messages buffered before their Sync.
 const MAX_BATCH: usize = 64 * 1024 * 1024;
 
+/// What an exchange sends: the same messages to every shard, or each shard its own (a
+/// multi-row INSERT split by shard).
+#[derive(Clone, Copy)]
+pub(super) enum Payload<'p> {
+    Same(&'p [u8]),
+    PerShard(&'p [(ShardId, Bytes)]),
+}
+
+impl<'p> Payload<'p> {
+    fn for_shard(self, shard: ShardId) -> &'p [u8] {
+        match self {
+            Payload::Same(p) => p,
+            Payload::PerShard(parts) => {
+                parts.iter().find(|(s, _)| *s == shard).map_or(&[][..], |(_, b)| &b[..])
+            }
+        }
+    }
+}
+
 /// An exchange on its way: what was sent where, and the merge of the replies.
 pub(super) struct Flight {
     pub fan: FanOut,
@@ -160,7 +179,7 @@ impl ShardedSession<'_> {
         parse_drops: &[bool],
         implicit_begin: bool,
     ) -> Result<Outcome, ServerError> {
-        let mut flight = self.launch(targets, payload, parse_drops, implicit_begin).await?;
+        let mut flight = self.launch(targets, Payload::Same(payload), parse_drops, implicit_begin).await?;
         self.pump(&mut flight, false).await?;
         flight.outcome()
     }
@@ -171,14 +190,14 @@ impl ShardedSession<'_> {
     pub(super) async fn launch(
         &mut self,
         targets: ShardSet,
-        payload: &[u8],
+        payload: Payload<'_>,
         parse_drops: &[bool],
         implicit_begin: bool,
     ) -> Result<Flight, ServerError> {
         let lanes: Vec<ShardId> = targets.iter().collect();
         let mut fan = FanOut::new(lanes.len());
         for (i, &shard) in lanes.iter().enumerate() {
-            let mut bytes = BytesMut::with_capacity(payload.len() + 32);
+            let mut bytes = BytesMut::with_capacity(payload.for_shard(shard).len() + 32);
             let lane = fan.lane_mut(i);
             match &mut self.tx {
                 Tx::Open { begin, participants, .. } if !participants.contains(shard) => {
@@ -192,7 +211,7 @@ impl ShardedSession<'_> {
                 }
                 _ => {}
             }
-            bytes.extend_from_slice(payload);
+            bytes.extend_from_slice(payload.for_shard(shard));
             lane.parse_drops.extend(parse_drops.iter().copied());
             self.send_to(shard, &bytes).await?;
         }
@@ -262,7 +281,7 @@ impl ShardedSession<'_> {
     pub(super) async fn exchange(
         &mut self,
         targets: ShardSet,
-        payload: &[u8],
+        payload: Payload<'_>,
         parse_drops: &[bool],
         writes: bool,
     ) -> Result<(), SessionError> {
@@ -273,7 +292,14 @@ impl ShardedSession<'_> {
                 return Ok(());
             }
         }
-        let outcome = match self.send_and_merge(targets, payload, parse_drops, implicit).await {
+        let sent = match self.launch(targets, payload, parse_drops, implicit).await {
+            Ok(mut flight) => match self.pump(&mut flight, false).await {
+                Ok(()) => flight.outcome(),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let outcome = match sent {
             Ok(o) => o,
             Err(e) => {
                 let shard = targets.first().unwrap_or(0);

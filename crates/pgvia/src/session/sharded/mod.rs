@@ -290,6 +290,12 @@ impl<'a> ShardedSession<'a> {
                 return Ok(());
             }
         };
+        if let ([route], Some(stmt)) = (routes.as_slice(), analysis.statement(0)) {
+            let spread: ShardSet = route.rows.iter().copied().collect();
+            if spread.len() > 1 && analysis.len() == 1 {
+                return self.split_insert(&stmt, &route.rows).await;
+            }
+        }
         let targets = match self.targets(&routes) {
             Ok(t) => t,
             Err(why) => {
@@ -301,7 +307,7 @@ impl<'a> ShardedSession<'a> {
         let settings = analysis
             .statements()
             .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
-        self.exchange(targets, &frame, &[], writes).await?;
+        self.exchange(targets, io::Payload::Same(&frame), &[], writes).await?;
         if settings {
             self.learn_settings(targets).await?;
         }
@@ -373,6 +379,32 @@ impl<'a> ShardedSession<'a> {
             self.ready();
         }
         Ok(())
+    }
+
+    /// A multi-row INSERT whose rows belong to several shards: one INSERT per shard with its
+    /// rows, together atomic; refused when its text cannot be rebuilt (`sharding::split`).
+    async fn split_insert(
+        &mut self,
+        stmt: &route::Statement<'_>,
+        rows: &[ShardId],
+    ) -> Result<(), SessionError> {
+        let Some(parts) = sharding::split::split_insert(stmt, rows) else {
+            self.refuse(
+                SqlState::FEATURE_NOT_SUPPORTED.code(),
+                "a multi-row INSERT whose rows belong to different shards can be split only when its values are constants, parameters, NULL or DEFAULT, without ON CONFLICT or RETURNING: send one INSERT per shard",
+            );
+            return Ok(());
+        };
+        let frames: Vec<(ShardId, Bytes)> = parts
+            .into_iter()
+            .map(|(shard, sql)| {
+                let mut q = BytesMut::new();
+                wire::build::query(&mut q, &sql);
+                (shard, q.freeze())
+            })
+            .collect();
+        let targets: ShardSet = frames.iter().map(|(s, _)| *s).collect();
+        self.exchange(targets, io::Payload::PerShard(&frames), &[], true).await
     }
 
     /// The schemas of the client's `search_path`, for schema-based sharding.
