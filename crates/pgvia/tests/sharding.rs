@@ -279,8 +279,38 @@ async fn multi_shard_transactions_are_all_or_nothing() {
     if let Err(e) = err {
         assert_eq!(common::sqlstate(&e).as_deref(), Some("0A000"), "{e}");
     }
-    let err = via.batch_execute("SAVEPOINT s").await.expect_err("savepoint");
-    assert_eq!(common::sqlstate(&err).as_deref(), Some("0A000"));
+    // Savepoints hold on every shard, including shards the transaction reaches after them.
+    let err = via.batch_execute("SAVEPOINT s").await.expect_err("savepoint outside a transaction");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("25P01"));
+    via.batch_execute("BEGIN").await.expect("begin");
+    via.batch_execute("SAVEPOINT first").await.expect("savepoint before any shard");
+    via.execute("INSERT INTO items (id, name) VALUES (40, 'kept')", &[]).await.expect("insert");
+    via.batch_execute("SAVEPOINT s1").await.expect("savepoint");
+    for id in [41i64, 42, 43, 44, 45] {
+        via.execute("INSERT INTO items (id, name) VALUES ($1, 'undone')", &[&id])
+            .await
+            .expect("insert after savepoint");
+    }
+    let dup =
+        via.execute("INSERT INTO items (id, name) VALUES (40, 'dup')", &[]).await.expect_err("duplicate");
+    assert_eq!(common::sqlstate(&dup).as_deref(), Some("23505"));
+    via.batch_execute("ROLLBACK TO SAVEPOINT s1").await.expect("rollback to");
+    via.execute("INSERT INTO items (id, name) VALUES (46, 'kept')", &[])
+        .await
+        .expect("insert after rollback to");
+    let err = via.batch_execute("RELEASE nope").await.expect_err("unknown savepoint");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("3B001"));
+    via.batch_execute("ROLLBACK TO first").await.expect("rollback to the first");
+    via.execute("INSERT INTO items (id, name) VALUES (47, 'kept')", &[]).await.expect("insert");
+    via.batch_execute("COMMIT").await.expect("commit");
+    let kept: Vec<i64> = via
+        .query("SELECT id FROM items WHERE id BETWEEN 40 AND 47", &[])
+        .await
+        .expect("read")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(kept, vec![47], "only the insert after ROLLBACK TO first is kept");
     proxy.stop().await;
 }
 

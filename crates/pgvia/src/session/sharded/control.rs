@@ -38,6 +38,10 @@ impl ShardedSession<'_> {
                 self.begin(frame.clone());
                 Ok(true)
             }
+            StatementKind::Savepoint | StatementKind::Release | StatementKind::RollbackToSavepoint => {
+                self.savepoint(kind, statement.name().unwrap_or_default().to_owned(), frame.clone()).await?;
+                Ok(true)
+            }
             StatementKind::Copy { direction: route::CopyDirection::From, stdio: true } => {
                 let table =
                     statement.tables().next().map(|t| (t.schema.map(str::to_owned), t.name.to_owned()));
@@ -80,9 +84,6 @@ impl ShardedSession<'_> {
             }
             StatementKind::Commit { chain: true }
             | StatementKind::Rollback { chain: true }
-            | StatementKind::Savepoint
-            | StatementKind::Release
-            | StatementKind::RollbackToSavepoint
             | StatementKind::PrepareTransaction
             | StatementKind::CommitPrepared
             | StatementKind::RollbackPrepared
@@ -122,6 +123,7 @@ impl ShardedSession<'_> {
                     participants: ShardSet::EMPTY,
                     writers: ShardSet::EMPTY,
                     failed: false,
+                    savepoints: Vec::new(),
                 };
             }
             Tx::Open { .. } => {
@@ -135,6 +137,62 @@ impl ShardedSession<'_> {
         }
         wire::build::command_complete(&mut self.to_client, tag);
         self.ready();
+    }
+
+    /// `SAVEPOINT`, `RELEASE` and `ROLLBACK TO`: run on every shard the transaction reached
+    /// and remembered for those that join it later.
+    async fn savepoint(
+        &mut self,
+        kind: StatementKind,
+        name: String,
+        frame: Bytes,
+    ) -> Result<(), SessionError> {
+        let (verb, tag) = match kind {
+            StatementKind::Savepoint => ("SAVEPOINT", "SAVEPOINT"),
+            StatementKind::Release => ("RELEASE SAVEPOINT", "RELEASE"),
+            _ => ("ROLLBACK TO SAVEPOINT", "ROLLBACK"),
+        };
+        let Tx::Open { participants, failed, savepoints, .. } = &mut self.tx else {
+            self.refuse("25P01", &format!("{verb} can only be used in transaction blocks"));
+            return Ok(());
+        };
+        let rolling_back = kind == StatementKind::RollbackToSavepoint;
+        if *failed && !rolling_back {
+            self.refuse(
+                SqlState::IN_FAILED_SQL_TRANSACTION.code(),
+                "current transaction is aborted, commands ignored until end of transaction block",
+            );
+            return Ok(());
+        }
+        let known = savepoints.iter().rposition(|(n, _)| *n == name);
+        let participants = *participants;
+        if kind != StatementKind::Savepoint && known.is_none() {
+            self.refuse("3B001", &format!("savepoint \"{name}\" does not exist"));
+            return Ok(());
+        }
+        if rolling_back {
+            // As on PostgreSQL, rolling back to a savepoint ends the failed state.
+            *failed = false;
+        }
+        if participants.is_empty() {
+            wire::build::command_complete(&mut self.to_client, tag);
+            self.errored = false;
+            self.ready();
+        } else {
+            self.exchange(participants, super::io::Payload::Same(&frame), &[], false).await?;
+        }
+        if self.errored {
+            return Ok(());
+        }
+        if let Tx::Open { savepoints, .. } = &mut self.tx {
+            match (kind, known) {
+                (StatementKind::Savepoint, _) => savepoints.push((name, frame)),
+                (StatementKind::Release, Some(i)) => savepoints.truncate(i),
+                (_, Some(i)) => savepoints.truncate(i + 1),
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// `COMMIT`: on one writing shard (or none) a plain commit everywhere; on several, two-phase.

@@ -65,6 +65,7 @@ impl ShardedSession<'_> {
                             participants: ShardSet::EMPTY,
                             writers: ShardSet::EMPTY,
                             failed: false,
+                            savepoints: Vec::new(),
                         };
                     }
                     return Box::pin(self.batch(frames[skip..].to_vec())).await;

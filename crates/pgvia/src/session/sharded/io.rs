@@ -200,9 +200,12 @@ impl ShardedSession<'_> {
             let mut bytes = BytesMut::with_capacity(payload.for_shard(shard).len() + 32);
             let lane = fan.lane_mut(i);
             match &mut self.tx {
-                Tx::Open { begin, participants, .. } if !participants.contains(shard) => {
+                Tx::Open { begin, participants, savepoints, .. } if !participants.contains(shard) => {
                     bytes.extend_from_slice(begin);
-                    lane.skip_replies = 1;
+                    for (_, savepoint) in savepoints.iter() {
+                        bytes.extend_from_slice(savepoint);
+                    }
+                    lane.skip_replies = 1 + savepoints.len() as u32;
                     participants.insert(shard);
                 }
                 Tx::Idle if implicit_begin => {
@@ -367,6 +370,7 @@ impl ShardedSession<'_> {
                     participants: targets,
                     writers: if writes { targets } else { ShardSet::EMPTY },
                     failed: outcome.failed,
+                    savepoints: Vec::new(),
                 };
             }
             Tx::Idle => {}

@@ -49,6 +49,10 @@ enum Tx {
         writers: ShardSet,
         /// A statement failed: everything up to ROLLBACK is refused, as PostgreSQL does.
         failed: bool,
+        /// The savepoints in force (name, the client's `SAVEPOINT` as a Query frame): a shard
+        /// that joins later gets them after its `BEGIN`, so `ROLLBACK TO` means the same on
+        /// every shard.
+        savepoints: Vec<(String, Bytes)>,
     },
 }
 
@@ -336,6 +340,7 @@ impl<'a> ShardedSession<'a> {
                 participants: ShardSet::EMPTY,
                 writers: ShardSet::EMPTY,
                 failed: false,
+                savepoints: Vec::new(),
             };
         }
         self.quiet = true;
