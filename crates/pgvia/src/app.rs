@@ -114,6 +114,8 @@ pub struct App {
     pub(crate) retired_pools: Mutex<Vec<Arc<Pool>>>,
     /// Samples for `SHOW STATS_AVERAGES`.
     pub stats_history: crate::stats::History,
+    /// Statements sent to every shard for want of a key, per shape (`SHOW SHARD_FANOUTS`).
+    pub fanouts: crate::sharding::Fanouts,
 }
 
 /// What `PAUSE` left paused, so pools created later start paused too.
@@ -168,6 +170,7 @@ impl App {
             reload_lock: tokio::sync::Mutex::new(()),
             retired_pools: Mutex::new(Vec::new()),
             stats_history: Default::default(),
+            fanouts: Default::default(),
         }))
     }
 

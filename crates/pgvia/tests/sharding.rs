@@ -346,5 +346,17 @@ async fn fifty_driver_clients_with_keys_in_bind_parameters() {
     let via = proxy.connect(USER, PASSWORD, DB).await;
     let rows = via.query("SELECT id FROM items WHERE qty = 2", &[]).await.expect("fan-out");
     assert_eq!(rows.len(), 500);
+
+    // What the admin console shows: every shard, the statement that lacked a key, a route.
+    let shards = common::ops::console(&c.reference, &proxy, "SHOW SHARDS").await;
+    assert_eq!(shards.rows.len(), common::shards::SHARDS);
+    let fanouts = common::ops::console(&c.reference, &proxy, "SHOW SHARD_FANOUTS").await;
+    let row = fanouts.row("statement", "SELECT id FROM items WHERE qty = ?");
+    assert_eq!(fanouts.int(row, "count"), 1);
+    let route =
+        common::ops::console(&c.reference, &proxy, "SHOW ROUTE SELECT * FROM items WHERE id IN (1, 2)").await;
+    let text: Vec<&str> = route.rows.iter().map(|r| r[0].as_str()).collect();
+    assert!(text[0].starts_with("statement 1: shards {"), "{text:?}");
+    assert!(text.iter().any(|l| l.contains("condition on key id")), "{text:?}");
     proxy.stop().await;
 }

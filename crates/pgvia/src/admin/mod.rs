@@ -9,6 +9,7 @@ mod commands;
 pub(crate) mod rows;
 mod show;
 mod show_hosts;
+mod show_shards;
 mod show_stats;
 
 use bytes::BytesMut;
@@ -171,6 +172,16 @@ async fn run_query(app: &App, me: &ClientInfo, sql: &str, out: &mut BytesMut) {
 
 /// Parses and runs one console command.
 pub async fn execute(app: &App, me: &ClientInfo, command: &str) -> Result<Reply, AdminError> {
+    // `SHOW ROUTE` takes a whole statement after it.
+    let trimmed = command.trim_start();
+    if trimmed.len() > 10
+        && trimmed[..10].eq_ignore_ascii_case("SHOW ROUTE")
+        && trimmed.as_bytes()[10].is_ascii_whitespace()
+    {
+        return show_shards::route(app, &trimmed[11..])
+            .map(Reply::Rows)
+            .map_err(|e| AdminError::new(SqlState::FEATURE_NOT_SUPPORTED, e));
+    }
     let mut words = command.split_whitespace();
     let verb = words.next().unwrap_or_default().to_ascii_uppercase();
     let arg = words.next();

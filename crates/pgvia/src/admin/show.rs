@@ -28,6 +28,8 @@ pub fn show(app: &App, what: &str) -> Option<RowSet> {
         "ANALYSIS_CACHE" => analysis_cache(app),
         "PINS" => pins(app),
         "HOSTS" => super::show_hosts::hosts(app),
+        "SHARDS" => super::show_shards::shards(app),
+        "SHARD_FANOUTS" => super::show_shards::fanouts(app),
         "HELP" => help(),
         _ => return None,
     })
@@ -602,7 +604,8 @@ fn help() -> RowSet {
     let lines = [
         ("SHOW POOLS|STATS|STATS_TOTALS|STATS_AVERAGES", "pools and traffic, PgBouncer's columns"),
         ("SHOW CLIENTS|SERVERS|DATABASES|USERS|CONFIG|LISTS|VERSION", "connections and settings"),
-        ("SHOW PREPARED|ANALYSIS_CACHE|PINS|HOSTS", "pgvia's own"),
+        ("SHOW PREPARED|ANALYSIS_CACHE|PINS|HOSTS|SHARDS|SHARD_FANOUTS", "pgvia's own"),
+        ("SHOW ROUTE [database] <sql>", "which shards a statement goes to, and why"),
         ("PAUSE [db]", "let transactions finish, then hold new ones"),
         ("RESUME [db]", "undo PAUSE or KILL"),
         ("RECONNECT [db]", "replace server connections as they come back"),

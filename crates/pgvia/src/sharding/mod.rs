@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod copy;
+mod fanouts;
 mod keys;
 pub mod params;
 pub mod split;
@@ -18,6 +19,7 @@ use route::{Access, Analysis, Outcome, Statement, StatementKind, TableRef};
 use shard::{KeyCond, ShardError, ShardId, ShardSet};
 
 use crate::config::{ShardingRules, TableRule, UnshardedTables};
+pub use fanouts::Fanouts;
 pub use keys::literal;
 pub use params::{Params, Raw};
 

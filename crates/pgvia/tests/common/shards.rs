@@ -46,9 +46,15 @@ pub fn start(schema: &str) -> ShardClusters {
 }
 
 /// pgvia's configuration: database `app` over the shards, transaction pooling, each of
-/// `tables` hash-sharded on its bigint column `id`, other tables omnisharded.
+/// `tables` hash-sharded on its bigint column `id`, other tables omnisharded; and the admin
+/// console's user (`common::ops`).
 pub fn config(c: &ShardClusters, tables: &[&str]) -> String {
-    let base = ConfigBuilder::new(&c.reference).pool("pool_mode = \"transaction\"").pool("pool_size = 4");
+    let base = ConfigBuilder::new(&c.reference)
+        .pool("pool_mode = \"transaction\"")
+        .pool("pool_size = 4")
+        // Fifty clients log in at once on a busy two-core machine.
+        .pool("connect_timeout = \"30s\"")
+        .user(&super::ops::admin_user());
     let mut toml = base.toml();
     let start = toml.find("[[databases]]").expect("databases");
     let end = toml.find("[[users]]").expect("users");

@@ -139,6 +139,7 @@ impl ShardedSession<'_> {
                             return Ok(());
                         }
                     };
+                    self.count_fanouts(&routes, &sql);
                     let set = match self.targets(&routes) {
                         Ok(s) => s,
                         Err(why) => {

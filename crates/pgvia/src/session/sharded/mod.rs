@@ -294,6 +294,7 @@ impl<'a> ShardedSession<'a> {
                 return Ok(());
             }
         };
+        self.count_fanouts(&routes, sql);
         if let ([route], Some(stmt)) = (routes.as_slice(), analysis.statement(0)) {
             let spread: ShardSet = route.rows.iter().copied().collect();
             if spread.len() > 1 && analysis.len() == 1 {
@@ -410,6 +411,15 @@ impl<'a> ShardedSession<'a> {
             .collect();
         let targets: ShardSet = frames.iter().map(|(s, _)| *s).collect();
         self.exchange(targets, io::Payload::PerShard(&frames), &[], true).await
+    }
+
+    /// Counts a statement that went to every shard for want of a key (`SHOW SHARD_FANOUTS`).
+    fn count_fanouts(&self, routes: &[StatementRoute], sql: &[u8]) {
+        if routes.iter().any(|r| r.missing_key) {
+            let database =
+                self.pool.key.database.rsplit_once(crate::config::SHARD_MARK).map_or("", |(d, _)| d);
+            self.app.fanouts.count(database, sql);
+        }
     }
 
     /// The schemas of the client's `search_path`, for schema-based sharding.
