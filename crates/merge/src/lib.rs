@@ -1,0 +1,39 @@
+//! pgvia's merge engine for cross-shard reads, with no I/O: a SELECT is planned into the
+//! query each shard runs and a merge that turns the shards' rows into exactly what one
+//! PostgreSQL holding all the rows would return (rows, order, column types, `SELECT n`).
+//!
+//! ```text
+//! let plan = MergePlan::for_select(sql)?;            // Unsupported(..) => 0A000 to the client
+//! send plan.shard_sql() to every shard;               // plan.is_plain(): nothing to merge
+//! let mut m = Merger::new(&plan, shards, MergeOptions::default());
+//! per shard:  RowDescription body -> m.row_description(shard, body)?
+//!             DataRow body        -> m.data_row(shard, body)?
+//!             CommandComplete     -> m.shard_done(shard)?
+//! after feeding: m.drain(&mut out)? writes finished frames (RowDescription once, DataRows,
+//!             CommandComplete at the end) and returns NeedInput or Finished;
+//!             m.needs_input(shard) says whose rows it waits for (an ORDER BY merge waits
+//!             only for shards with nothing buffered, so read those first).
+//! ```
+//!
+//! Every error carries its SQLSTATE ([`MergeError::sqlstate`]). Supported: plain
+//! concatenation; ORDER BY on columns and expressions (hidden sort columns), ASC/DESC, NULLS
+//! FIRST/LAST; constant LIMIT/OFFSET (pushed as `LIMIT n+offset`); DISTINCT, DISTINCT ON;
+//! `count`, `count(DISTINCT)`, `sum`, `sum(DISTINCT)`, `min`, `max`, `avg`, `avg(DISTINCT)`,
+//! `bool_and`, `bool_or`, `every` (with FILTER); GROUP BY on columns and expressions;
+//! HAVING of comparisons over aggregates, grouping columns and constants. See
+//! `docs/sharding.md` for what is refused and why.
+
+mod accum;
+mod agg;
+mod error;
+mod having;
+mod lex;
+mod merger;
+mod numeric;
+mod plan;
+mod scan;
+mod value;
+
+pub use error::MergeError;
+pub use merger::{Drained, MergeOptions, Merger, TextOrder};
+pub use plan::MergePlan;
