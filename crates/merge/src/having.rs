@@ -33,8 +33,17 @@ pub(crate) enum Cond {
     And(Vec<Cond>),
     Or(Vec<Cond>),
     Not(Box<Cond>),
-    Cmp { op: CmpOp, left: Operand, right: Operand },
-    IsNull { arg: Operand, negated: bool },
+    Cmp {
+        op: CmpOp,
+        left: Operand,
+        right: Operand,
+    },
+    IsNull {
+        arg: Operand,
+        negated: bool,
+    },
+    /// A boolean operand on its own (`HAVING bool_or(b)`).
+    Truth(Operand),
 }
 
 type Resolve<'a> = dyn FnMut(Node<'_>) -> Result<ColRef, MergeError> + 'a;
@@ -83,6 +92,7 @@ fn cond(node: Node<'_>, resolve: &mut Resolve<'_>, depth: u32) -> Result<Cond, M
             arg: operand(t.arg(), resolve)?,
             negated: t.nulltesttype == NullTestType::IS_NOT_NULL,
         }),
+        Node::FuncCall(_) | Node::ColumnRef(_) => Ok(Cond::Truth(operand(node, resolve)?)),
         _ => Err(MergeError::unsupported(
             "HAVING condition other than comparisons, IS NULL, AND, OR, NOT across shards",
         )),
@@ -138,6 +148,11 @@ pub(crate) fn eval<'a>(cond: &Cond, cell: &dyn Fn(ColRef) -> Cell<'a>) -> Result
             };
             Some(null != *negated)
         }
+        Cond::Truth(arg) => match value_of(arg, cell, (Class::Bool, 16))? {
+            Some(Value::Bool(b)) => Some(b),
+            None => None,
+            Some(_) => return Err(MergeError::unsupported("non-boolean HAVING operand")),
+        },
         Cond::Cmp { op, left, right } => {
             // The column side decides how a constant is read.
             let typed = match (left, right) {

@@ -515,7 +515,8 @@ impl<'s> Planner<'s> {
         for (i, item) in items.iter().enumerate() {
             match cols.get_mut(i) {
                 Some(OutCol::Agg { spec, extra, .. }) => {
-                    targets.push(spec.parts[0].clone());
+                    // The alias names the column when the first part is the aggregate itself.
+                    targets.push(spec.parts[0].clone() + &self.alias_text(item));
                     for p in &spec.parts[1..] {
                         extra.push(first_extra + extras.len());
                         extras.push(p.clone());
@@ -680,7 +681,7 @@ mod tests {
         );
         assert_eq!(
             shard("SELECT g, avg(x) AS m, count(*) FROM t WHERE y > 0 GROUP BY g HAVING sum(x) > 10 ORDER BY 2 LIMIT 3"),
-            "SELECT g, sum(x), count(*), sum(x), count(x) FROM t WHERE y > 0 GROUP BY g"
+            "SELECT g, sum(x) AS m, count(*), sum(x), count(x) FROM t WHERE y > 0 GROUP BY g"
         );
         assert_eq!(shard("SELECT count(DISTINCT k) FROM t"), "SELECT array_agg(DISTINCT k) FROM t");
         assert_eq!(

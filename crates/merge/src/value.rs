@@ -272,6 +272,10 @@ fn parse_datetime(s: &str, class: Class) -> Option<i64> {
     if class == Class::Date {
         return Some(days);
     }
+    if time.is_empty() {
+        // A date-only constant compared with a timestamp means its midnight.
+        return Some(days * 86_400_000_000);
+    }
     // Split off the zone offset: the first '+' or '-' in the time part.
     let (clock, zone) = match time.find(['+', '-']) {
         Some(p) => (&time[..p], Some(&time[p..])),

@@ -1,0 +1,369 @@
+//! Differential test of the merge engine against real PostgreSQL: one cluster, a reference
+//! database with every row and four shard databases with the rows PostgreSQL's own hash
+//! partitioning (the `shard` crate) puts on each. Every corpus query runs on the reference
+//! directly, and through the engine: its shard query on each shard, the shards' raw frames
+//! fed to the merger in the order it asks for them. Column names, type OIDs, rows (in order
+//! where the query orders completely, as multisets otherwise) and the command tag must
+//! be identical; queries the engine refuses must be refused with 0A000.
+
+mod common;
+
+use bytes::BytesMut;
+use common::{frames, outcome, Conn, Msg, Outcome};
+use harness::{Cluster, ClusterOptions, HbaAuth};
+use merge::{Drained, MergeError, MergeOptions, MergePlan, Merger};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const SHARDS: usize = 4;
+const ROWS: i64 = 2000;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Compare {
+    /// The query orders completely: rows compared in order.
+    Ordered,
+    /// Rows compared as multisets.
+    Unordered,
+    /// LIMIT without a total order: any rows may come; only their count is compared.
+    CountOnly,
+}
+
+fn literal(v: Option<String>) -> String {
+    v.map_or("NULL".into(), |s| format!("'{}'", s.replace('\'', "''")))
+}
+
+/// `v`, or NULL one time in ten (`keep` decides).
+fn maybe<T>(keep: bool, v: T) -> Option<T> {
+    keep.then_some(v)
+}
+
+/// Random rows: (id, SQL VALUES tuple).
+fn rows() -> Vec<(i64, String)> {
+    let mut rng = StdRng::seed_from_u64(0x3e76e);
+    let words = ["alpha", "beta", "Gamma", "delta", "épée", "zeta", "", "a b", "O'Brien", "日本"];
+    (1..=ROWS)
+        .map(|id| {
+            let g = maybe(rng.gen_range(0..10) != 0, rng.gen_range(0..8).to_string());
+            let h = rng.gen_range(0..30).to_string();
+            let k = maybe(rng.gen_range(0..10) != 0, rng.gen_range(-1000..1000).to_string());
+            let n = maybe(
+                rng.gen_range(0..10) != 0,
+                format!(
+                    "{}{}.{:010}",
+                    if rng.gen_bool(0.3) { "-" } else { "" },
+                    rng.gen_range(0..99_999_999_999_999_999_999u128),
+                    rng.gen_range(0..10_000_000_000u64)
+                ),
+            );
+            let scale = rng.gen_range(0..6usize);
+            let m = maybe(
+                rng.gen_range(0..10) != 0,
+                format!("{}.{}", rng.gen_range(-5000..5000), "7".repeat(scale)),
+            );
+            let m = m.map(|s| s.trim_end_matches('.').to_string());
+            // Multiples of 1/4: every sum is exact in float8, so the shards' partial sums
+            // add up to the reference's bit for bit.
+            let f =
+                maybe(rng.gen_range(0..10) != 0, format!("{}", f64::from(rng.gen_range(-4000..4000)) / 4.0));
+            let s = maybe(rng.gen_range(0..10) != 0, {
+                let w = words[rng.gen_range(0..words.len())];
+                if rng.gen_bool(0.5) {
+                    format!("{w}{}", rng.gen_range(0..50))
+                } else {
+                    w.to_string()
+                }
+            });
+            let b = maybe(rng.gen_range(0..10) != 0, rng.gen_bool(0.7).to_string());
+            let ts = maybe(
+                rng.gen_range(0..10) != 0,
+                format!(
+                    "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}",
+                    rng.gen_range(1990..2030),
+                    rng.gen_range(1..=12),
+                    rng.gen_range(1..=28),
+                    rng.gen_range(0..24),
+                    rng.gen_range(0..60),
+                    rng.gen_range(0..60),
+                    rng.gen_range(0..1_000_000)
+                ),
+            );
+            let tz = ts.clone().map(|t| format!("{t}{:+03}", rng.gen_range(-12..13)));
+            let d = maybe(
+                rng.gen_range(0..10) != 0,
+                format!(
+                    "{:04}-{:02}-{:02}",
+                    rng.gen_range(1900..2100),
+                    rng.gen_range(1..=12),
+                    rng.gen_range(1..=28)
+                ),
+            );
+            let u = maybe(rng.gen_range(0..10) != 0, {
+                let b: [u8; 16] = rng.gen();
+                b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+            });
+            let vals = [Some(id.to_string()), g, Some(h), k, n, m, f, s, b, ts, tz, d, u];
+            let tuple: Vec<String> = vals.into_iter().map(literal).collect();
+            (id, format!("({})", tuple.join(", ")))
+        })
+        .collect()
+}
+
+const DDL: &str = "CREATE TABLE t (id int8 PRIMARY KEY, g int4, h int2 NOT NULL, k int4, n numeric(30,10), \
+                   m numeric, f float8, s text, b bool, ts timestamp, tz timestamptz, d date, u uuid);";
+
+fn load(pg: &Cluster) {
+    let rows = rows();
+    let mut per: Vec<Vec<&str>> = vec![Vec::new(); SHARDS];
+    for (id, tuple) in &rows {
+        let shard = shard::partition_of(&shard::Value::Int(*id), SHARDS as u64) as usize;
+        per[shard].push(tuple);
+    }
+    let all: Vec<&str> = rows.iter().map(|(_, t)| t.as_str()).collect();
+    let insert = |db: &str, tuples: &[&str]| {
+        let mut sql = format!("{DDL}\n");
+        if !tuples.is_empty() {
+            sql.push_str(&format!("INSERT INTO t VALUES {};\n", tuples.join(",\n")));
+        }
+        sql.push_str("ANALYZE t;\n");
+        pg.psql(db, &sql).expect("load");
+    };
+    pg.psql("postgres", "CREATE DATABASE reference;").expect("create reference");
+    insert("reference", &all);
+    for (i, tuples) in per.iter().enumerate() {
+        pg.psql("postgres", &format!("CREATE DATABASE s{i};")).expect("create shard");
+        assert!(!tuples.is_empty(), "every shard holds rows");
+        insert(&format!("s{i}"), tuples);
+    }
+}
+
+/// Runs `sql` through the engine over the shards.
+fn through_merge(shards: &mut [Conn], sql: &str) -> Result<Outcome, String> {
+    let plan = MergePlan::for_select(sql).map_err(|e| e.sqlstate().to_string())?;
+    let replies: Vec<Vec<Msg>> = shards.iter_mut().map(|c| c.query(plan.shard_sql())).collect();
+    if let Some(err) = replies.iter().flatten().find(|m| m.0 == b'E') {
+        return Err(common::sqlstate(&err.1));
+    }
+    let mut m = Merger::new(&plan, SHARDS, MergeOptions::default());
+    let mut next = [0usize; SHARDS];
+    let mut out = BytesMut::new();
+    let fail = |e: MergeError| e.sqlstate().to_string();
+    loop {
+        if m.drain(&mut out).map_err(fail)? == Drained::Finished {
+            break;
+        }
+        // Feed one message to each shard the merger is waiting on.
+        let mut fed = false;
+        for s in 0..SHARDS {
+            if !m.needs_input(s) {
+                continue;
+            }
+            let Some((tag, body)) = replies[s].get(next[s]) else { panic!("shard {s} has no more input") };
+            next[s] += 1;
+            fed = true;
+            match tag {
+                b'T' => m.row_description(s, body).map_err(fail)?,
+                b'D' => m.data_row(s, body).map_err(fail)?,
+                b'C' => m.shard_done(s).map_err(fail)?,
+                _ => {}
+            }
+        }
+        assert!(fed, "merger waits but asks no shard for input: {sql}");
+    }
+    outcome(&frames(&out))
+}
+
+fn corpus() -> Vec<(String, Compare)> {
+    use Compare::*;
+    let mut q: Vec<(String, Compare)> = Vec::new();
+    let mut add = |s: &str, c: Compare| q.push((s.to_string(), c));
+    // Plain concatenation and WHERE.
+    add("SELECT id, g, s FROM t", Unordered);
+    add("SELECT * FROM t WHERE k > 500", Unordered);
+    add("SELECT id FROM t WHERE id < 0", Unordered);
+    // ORDER BY every type, both directions, every NULLS placement, ties broken by id.
+    for col in ["g", "k", "n", "m", "f", "s", "b", "ts", "tz", "d", "u"] {
+        for dir in ["", " DESC"] {
+            for nulls in ["", " NULLS FIRST", " NULLS LAST"] {
+                add(&format!("SELECT id, {col} FROM t ORDER BY {col}{dir}{nulls}, id"), Ordered);
+            }
+        }
+        add(&format!("SELECT {col}, id FROM t ORDER BY 1 DESC, 2 LIMIT 10 OFFSET 5"), Ordered);
+    }
+    // Hidden sort columns: expressions and columns not in the output.
+    add("SELECT id, s FROM t ORDER BY k * 2 + 1 DESC NULLS LAST, id LIMIT 20", Ordered);
+    add("SELECT id FROM t ORDER BY lower(s), id", Ordered);
+    add("SELECT s FROM t ORDER BY g, h DESC, id OFFSET 1990", Ordered);
+    add("SELECT id, k FROM t ORDER BY coalesce(k, 0), id LIMIT 7", Ordered);
+    add("SELECT * FROM t ORDER BY id LIMIT 5", Ordered);
+    add("SELECT * FROM t ORDER BY k DESC, id OFFSET 3 LIMIT 4", Ordered);
+    add("SELECT id AS x, k AS y FROM t ORDER BY y, x LIMIT 50", Ordered);
+    add("SELECT id, n FROM t ORDER BY n + m NULLS FIRST, id LIMIT 30", Ordered);
+    add("SELECT id, ts FROM t ORDER BY extract(year FROM ts), id OFFSET 100 LIMIT 100", Ordered);
+    add("SELECT id FROM t ORDER BY s COLLATE \"C\", id LIMIT 40", Ordered);
+    add("SELECT id FROM t WHERE id < 0 ORDER BY id", Ordered);
+    add("SELECT id FROM t ORDER BY id LIMIT 0", Ordered);
+    add("SELECT id FROM t ORDER BY id OFFSET 5000", Ordered);
+    add("SELECT id FROM t LIMIT 10", CountOnly);
+    add("SELECT id FROM t OFFSET 1995", CountOnly);
+    // DISTINCT and DISTINCT ON.
+    add("SELECT DISTINCT g FROM t", Unordered);
+    add("SELECT DISTINCT g, b FROM t ORDER BY g, b", Ordered);
+    add("SELECT DISTINCT n FROM t ORDER BY n LIMIT 10", Ordered);
+    add("SELECT DISTINCT m FROM t", Unordered);
+    add("SELECT DISTINCT s FROM t ORDER BY s DESC LIMIT 15", Ordered);
+    add("SELECT DISTINCT h % 7 FROM t", Unordered);
+    add("SELECT DISTINCT ON (g) g, id, k FROM t ORDER BY g, k DESC NULLS LAST, id", Ordered);
+    add("SELECT DISTINCT ON (g, b) g, b, id FROM t ORDER BY g, b, id", Ordered);
+    add("SELECT DISTINCT ON (h) h, id FROM t ORDER BY h, id LIMIT 5 OFFSET 2", Ordered);
+    // Every aggregate: whole table, grouped, and over no rows at all.
+    let aggs = [
+        "count(*)",
+        "count(k)",
+        "count(DISTINCT g)",
+        "count(DISTINCT s)",
+        "count(DISTINCT n)",
+        "sum(k)",
+        "sum(h)",
+        "sum(id)",
+        "sum(n)",
+        "sum(m)",
+        "sum(f)",
+        "avg(k)",
+        "avg(h)",
+        "avg(id)",
+        "avg(n)",
+        "avg(m)",
+        "avg(f)",
+        "min(k)",
+        "max(k)",
+        "min(n)",
+        "max(m)",
+        "min(f)",
+        "max(f)",
+        "min(s)",
+        "max(s)",
+        "min(ts)",
+        "max(tz)",
+        "min(d)",
+        "max(d)",
+        "bool_and(b)",
+        "bool_or(b)",
+        "every(b)",
+        "sum(DISTINCT k)",
+        "avg(DISTINCT g)",
+        "sum(DISTINCT m)",
+        "count(*) FILTER (WHERE b)",
+        "sum(k) FILTER (WHERE g > 2)",
+        "avg(n) FILTER (WHERE k < 0)",
+    ];
+    for a in aggs {
+        add(&format!("SELECT {a} FROM t"), Ordered);
+        add(&format!("SELECT g, {a} FROM t GROUP BY g ORDER BY g"), Ordered);
+        add(&format!("SELECT {a} FROM t WHERE id < 0"), Ordered);
+    }
+    add("SELECT count(*), sum(n), avg(n), min(s), max(s) AS top FROM t WHERE k > 0", Ordered);
+    // GROUP BY expressions, hidden group keys, aliases, ordinals.
+    add("SELECT g % 3, count(*) FROM t GROUP BY g % 3 ORDER BY 1", Ordered);
+    add("SELECT date_trunc('month', ts) AS mo, count(*), sum(k) FROM t GROUP BY mo ORDER BY mo", Ordered);
+    add("SELECT b, g, count(*) FROM t GROUP BY b, g", Unordered);
+    add("SELECT count(*) FROM t GROUP BY g, h", Unordered);
+    add("SELECT lower(s) AS ls, count(*) FROM t GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5", Ordered);
+    add("SELECT h, avg(n) FROM t GROUP BY h ORDER BY h", Ordered);
+    add("SELECT d, count(*) FROM t GROUP BY d ORDER BY count(*) DESC, d LIMIT 10", Ordered);
+    add("SELECT g FROM t GROUP BY g", Unordered);
+    add("SELECT g, h FROM t GROUP BY g, h ORDER BY g, h OFFSET 10 LIMIT 10", Ordered);
+    // HAVING after the merge.
+    add("SELECT g, count(*) FROM t GROUP BY g HAVING count(*) > 250", Unordered);
+    add("SELECT g FROM t GROUP BY g HAVING sum(k) < 0 OR max(k) > 990", Unordered);
+    add("SELECT h, count(*) FROM t GROUP BY h HAVING avg(n) > 0 AND NOT bool_or(b)", Unordered);
+    add("SELECT h FROM t GROUP BY h HAVING min(s) IS NOT NULL AND count(*) >= 60", Unordered);
+    add("SELECT h, sum(n) FROM t GROUP BY h HAVING sum(n) >= 0 ORDER BY sum(n) DESC LIMIT 5", Ordered);
+    add("SELECT h FROM t GROUP BY h HAVING count(DISTINCT g) = 8 ORDER BY h", Ordered);
+    add("SELECT g, h FROM t GROUP BY g, h HAVING g = 3 ORDER BY h", Ordered);
+    add("SELECT g FROM t GROUP BY g HAVING max(ts) > '2029-06-01' ORDER BY g", Ordered);
+    add("SELECT count(*) FROM t HAVING count(*) > 1000000", Ordered);
+    add("SELECT g FROM t GROUP BY g ORDER BY max(k) DESC NULLS LAST, g", Ordered);
+    add("SELECT h FROM t GROUP BY h ORDER BY count(*) DESC, h LIMIT 3", Ordered);
+    add("SELECT DISTINCT count(*) FROM t GROUP BY g", Unordered);
+    add("SELECT DISTINCT bool_or(b) FROM t GROUP BY h ORDER BY 1", Ordered);
+    q
+}
+
+/// Refused by the engine (0A000), never answered per shard.
+const REFUSED: &[&str] = &[
+    "SELECT id, row_number() OVER (ORDER BY id) FROM t",
+    "WITH c AS (SELECT * FROM t) SELECT count(*) FROM c",
+    "SELECT id FROM t WHERE k > (SELECT avg(k) FROM t)",
+    "SELECT stddev(k) FROM t",
+    "SELECT string_agg(s, ',' ORDER BY s) FROM t",
+    "SELECT array_agg(id ORDER BY id) FROM t",
+    "SELECT id FROM t UNION SELECT id FROM t",
+    "SELECT g, count(*) FROM t GROUP BY ROLLUP (g)",
+    "SELECT sum(k) / count(*) FROM t",
+    "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY k) FROM t",
+    "SELECT * FROM (SELECT id FROM t) x ORDER BY id",
+    "SELECT id FROM t ORDER BY id FETCH FIRST 5 ROWS WITH TIES",
+];
+
+fn same(a: &Outcome, b: &Outcome, how: Compare) -> bool {
+    if a.columns != b.columns || a.tag != b.tag {
+        return false;
+    }
+    match how {
+        Compare::Ordered => a.rows == b.rows,
+        Compare::Unordered => {
+            let (mut x, mut y) = (a.rows.clone(), b.rows.clone());
+            x.sort();
+            y.sort();
+            x == y
+        }
+        Compare::CountOnly => a.rows.len() == b.rows.len(),
+    }
+}
+
+#[test]
+fn merged_results_equal_the_reference() {
+    let pg = Cluster::start(ClusterOptions::default().auth(HbaAuth::Trust)).expect("start PostgreSQL");
+    load(&pg);
+    let mut reference = Conn::connect(pg.host(), pg.port(), "reference");
+    let mut shards: Vec<Conn> =
+        (0..SHARDS).map(|i| Conn::connect(pg.host(), pg.port(), &format!("s{i}"))).collect();
+
+    let corpus = corpus();
+    let mut failures = Vec::new();
+    for (sql, how) in &corpus {
+        let want = outcome(&reference.query(sql));
+        let got = through_merge(&mut shards, sql);
+        let ok = match (&want, &got) {
+            (Ok(w), Ok(g)) => same(w, g, *how),
+            (Err(w), Err(g)) => w == g,
+            _ => false,
+        };
+        if !ok {
+            let brief = |r: &Result<Outcome, String>| match r {
+                Ok(o) => format!(
+                    "cols {:?} tag {} first rows {:?}",
+                    o.columns,
+                    o.tag,
+                    &o.rows[..o.rows.len().min(3)]
+                ),
+                Err(e) => format!("error {e}"),
+            };
+            failures.push(format!("{sql}\n   reference: {}\n   merged:    {}", brief(&want), brief(&got)));
+        }
+    }
+    for sql in REFUSED {
+        match MergePlan::for_select(sql) {
+            Err(e) if e.sqlstate() == "0A000" => {}
+            other => failures.push(format!("{sql}: expected 0A000, got {other:?}")),
+        }
+    }
+    println!(
+        "{} corpus queries, {} refused queries, {} failures",
+        corpus.len(),
+        REFUSED.len(),
+        failures.len()
+    );
+    assert!(corpus.len() >= 150, "corpus has {} queries", corpus.len());
+    assert!(failures.is_empty(), "{} of {} differ:\n{}", failures.len(), corpus.len(), failures.join("\n"));
+}
