@@ -195,7 +195,11 @@ impl Merger {
                 .ok_or_else(|| MergeError::Protocol("too few columns".into()))?,
         };
         let merged = visible + hidden;
-        if shard.len() < merged {
+        let widest = spec.grouping.iter().flat_map(|g| &g.cols).filter_map(|c| match c {
+            OutCol::Agg { extra, .. } => extra.iter().max().map(|m| m + 1),
+            OutCol::Plain => None,
+        });
+        if shard.len() < widest.chain([merged]).max().unwrap_or(merged) {
             return Err(MergeError::Protocol(format!(
                 "shard query returned {} columns, expected {merged}",
                 shard.len()

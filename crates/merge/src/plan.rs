@@ -233,7 +233,10 @@ impl<'s> Planner<'s> {
             c.targets = 2;
             if self.word_at(2, "on") {
                 // DISTINCT ON ( ... ): skip to the matching ')'.
-                let close = self.toks[3..]
+                let close = self
+                    .toks
+                    .get(3..)
+                    .unwrap_or_default()
                     .iter()
                     .position(|t| t.kind == Kind::Close && t.depth == 0)
                     .ok_or_else(|| MergeError::Syntax("DISTINCT ON without ')'".into()))?;
