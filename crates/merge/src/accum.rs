@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::agg::AggKind;
+use crate::agg::{AggKind, AggSpec};
 use crate::error::MergeError;
+use crate::listagg::ListAcc;
 use crate::numeric::Numeric;
 use crate::value::{self, format_f32, format_f64, Class, Value};
 
@@ -101,10 +102,11 @@ pub(crate) enum Acc {
         elem: u32,
         set: HashMap<Vec<u8>, Vec<u8>>,
     },
+    List(Box<ListAcc>),
 }
 
 /// The element type of an array type's OID (the arrays `array_agg(DISTINCT x)` returns).
-fn element_of(array: u32) -> Option<u32> {
+pub(crate) fn element_of(array: u32) -> Option<u32> {
     Some(match array {
         1005 => 21,
         1007 => 23,
@@ -122,13 +124,16 @@ fn element_of(array: u32) -> Option<u32> {
         1185 => 1184,
         2951 => 2950,
         1001 => 17,
+        3807 => 3802,
+        199 => 114,
         _ => return None,
     })
 }
 
 impl Acc {
     /// A fresh accumulator for an aggregate whose parts have the type OIDs `parts`.
-    pub fn new(kind: AggKind, parts: &[u32]) -> Result<Acc, MergeError> {
+    pub fn new(spec: &AggSpec, parts: &[u32]) -> Result<Acc, MergeError> {
+        let kind = spec.kind;
         let first = *parts.first().ok_or_else(|| MergeError::Protocol("aggregate without parts".into()))?;
         Ok(match kind {
             AggKind::Count => Acc::Count(0),
@@ -144,6 +149,13 @@ impl Acc {
             }
             AggKind::And | AggKind::Or => Acc::Bool { and: kind == AggKind::And, acc: None },
             AggKind::Avg => Acc::Avg { sum: Sum::for_type(first)?, sum_oid: first, count: 0 },
+            AggKind::List => {
+                let list = spec
+                    .list
+                    .as_ref()
+                    .ok_or_else(|| MergeError::Protocol("list aggregate without its spec".into()))?;
+                Acc::List(Box::new(ListAcc::new(list, parts)?))
+            }
             AggKind::CountDistinct | AggKind::SumDistinct | AggKind::AvgDistinct => {
                 let elem = element_of(first).ok_or_else(|| {
                     MergeError::unsupported(format!("DISTINCT aggregate over type OID {first} across shards"))
@@ -165,6 +177,7 @@ impl Acc {
         };
         match self {
             Acc::Avg { sum_oid, .. } => Some(numeric_or_f8(*sum_oid)),
+            Acc::List(l) => l.out_type(),
             Acc::Distinct { kind: AggKind::CountDistinct, .. } => Some((20, 8)),
             Acc::Distinct { kind: AggKind::AvgDistinct, elem, .. } => Some(numeric_or_f8(*elem)),
             Acc::Distinct { elem, .. } => Some(match *elem {
@@ -230,6 +243,7 @@ impl Acc {
                     *count += i128::from(v);
                 }
             }
+            Acc::List(l) => return l.add(parts, oids),
             Acc::Distinct { elem, set, .. } => {
                 let Some(t) = first else { return Ok(0) };
                 let class = Class::of(*elem);
@@ -258,6 +272,7 @@ impl Acc {
             Acc::Best { best, .. } => return Ok(best.as_ref().map(|(_, t)| t.clone())),
             Acc::Bool { acc, .. } => acc.map(|b| (if b { "t" } else { "f" }).to_string()),
             Acc::Avg { sum, count, .. } => sum.avg(*count)?,
+            Acc::List(l) => return l.finish(),
             Acc::Distinct { kind, elem, set } => {
                 if *kind == AggKind::CountDistinct {
                     Some(set.len().to_string())
@@ -281,7 +296,7 @@ impl Acc {
 }
 
 /// A one-dimensional array in PostgreSQL's text form: `{a,"b c",NULL}`.
-fn parse_array(text: &[u8], oid: u32) -> Result<Vec<Option<Vec<u8>>>, MergeError> {
+pub(crate) fn parse_array(text: &[u8], oid: u32) -> Result<Vec<Option<Vec<u8>>>, MergeError> {
     let bad = || MergeError::BadValue { oid, why: "malformed array".into() };
     let start = text.iter().position(|&c| c == b'{').ok_or_else(bad)?;
     let body = text.get(start + 1..text.len().saturating_sub(1)).ok_or_else(bad)?;
@@ -316,6 +331,9 @@ fn parse_array(text: &[u8], oid: u32) -> Result<Vec<Option<Vec<u8>>>, MergeError
             }
             out.push(Some(e));
         } else {
+            if body.get(i) == Some(&b'{') {
+                return Err(MergeError::unsupported("aggregating multi-dimensional arrays across shards"));
+            }
             let end = body[i..].iter().position(|&c| c == b',').map_or(body.len(), |p| i + p);
             let e = &body[i..end];
             if e.eq_ignore_ascii_case(b"NULL") {

@@ -30,6 +30,28 @@ pub(crate) enum AggKind {
     CountDistinct,
     SumDistinct,
     AvgDistinct,
+    /// `string_agg`, `array_agg`, `jsonb_agg`, `json_agg`: parts `array_agg(value ORDER BY
+    /// ...)` and one `array_agg(key ORDER BY ...)` per ordering key; the merge interleaves
+    /// the shards' runs by the keys.
+    List,
+}
+
+/// Which list aggregate, and its ordering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListAgg {
+    pub func: ListFunc,
+    /// `string_agg`'s delimiter (a constant).
+    pub delim: String,
+    /// Per ORDER BY key: (descending, nulls first).
+    pub order: Vec<(bool, bool)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListFunc {
+    String,
+    Array,
+    Jsonb,
+    Json,
 }
 
 /// One aggregate call, planned.
@@ -40,6 +62,7 @@ pub(crate) struct AggSpec {
     pub parts: Vec<String>,
     /// The column name PostgreSQL would give the call (its function name).
     pub func: String,
+    pub list: Option<ListAgg>,
 }
 
 /// Built-in aggregate names: a call to any of these is an aggregate, so one we cannot merge
@@ -155,10 +178,99 @@ pub(crate) fn plan_call(f: &FuncCall, name: &str, sql: &str, toks: &[Tok]) -> Re
         ("bool_or", _) => (AggKind::Or, vec![whole.to_string()]),
         ("avg", false) => (AggKind::Avg, vec![format!("sum({args}){tail}"), format!("count({args}){tail}")]),
         ("avg", true) if one_arg => (AggKind::AvgDistinct, vec![distinct_part()]),
+        ("string_agg" | "array_agg" | "jsonb_agg" | "json_agg", false) => {
+            let (list, parts) = list_parts(f, name, sql, &toks[open + 1..close], &tail)?;
+            return Ok(AggSpec { kind: AggKind::List, parts, func: name.to_string(), list: Some(list) });
+        }
         _ => {
             let d = if f.agg_distinct { "DISTINCT " } else { "" };
             return Err(MergeError::unsupported(format!("aggregate {name}({d}...) across shards")));
         }
     };
-    Ok(AggSpec { kind, parts, func: name.to_string() })
+    Ok(AggSpec { kind, parts, func: name.to_string(), list: None })
+}
+
+/// The shard parts of a list aggregate whose parenthesised tokens are `inner`.
+fn list_parts(
+    f: &FuncCall,
+    name: &str,
+    sql: &str,
+    inner: &[Tok],
+    tail: &str,
+) -> Result<(ListAgg, Vec<String>), MergeError> {
+    let depth = inner.first().map_or(0, |t| t.depth);
+    let order_at = inner.iter().enumerate().position(|(i, t)| {
+        t.depth == depth && t.is_word(sql, "order") && inner.get(i + 1).is_some_and(|n| n.is_word(sql, "by"))
+    });
+    let (args, order) = match order_at {
+        Some(i) => (&inner[..i], &inner[i + 2..]),
+        None => (inner, &[][..]),
+    };
+    let arg_spans = lex::split_commas(args, depth);
+    let arg = |i: usize| arg_spans.get(i).map(|r| lex::text(sql, &args[r.clone()]));
+    let value = arg(0).ok_or_else(|| MergeError::Syntax(format!("{name}() without an argument")))?;
+    let func = match name {
+        "string_agg" => ListFunc::String,
+        "array_agg" => ListFunc::Array,
+        "jsonb_agg" => ListFunc::Jsonb,
+        _ => ListFunc::Json,
+    };
+    let delim = if func == ListFunc::String {
+        match f.args().get(1) {
+            Some(Node::A_Const(c)) => match c.val() {
+                Some(pg_raw_parse::ConstValue::String(d)) => d.to_string(),
+                _ => {
+                    return Err(MergeError::unsupported(
+                        "string_agg with a non-string delimiter across shards",
+                    ))
+                }
+            },
+            _ => {
+                return Err(MergeError::unsupported(
+                    "string_agg whose delimiter is not a constant across shards",
+                ))
+            }
+        }
+    } else {
+        String::new()
+    };
+    if arg_spans.len() != if func == ListFunc::String { 2 } else { 1 } {
+        return Err(MergeError::Syntax(format!("unexpected arguments to {name}()")));
+    }
+    let value = match func {
+        ListFunc::Jsonb => format!("to_jsonb({value})"),
+        ListFunc::Json => format!("to_json({value})"),
+        _ => value.to_string(),
+    };
+    let order_text = lex::text(sql, order);
+    let by = if order_text.is_empty() { String::new() } else { format!(" ORDER BY {order_text}") };
+    let mut parts = vec![format!("array_agg({value}{by}){tail}")];
+    let mut dirs = Vec::new();
+    let sorts: Vec<_> = f.agg_order().iter().collect();
+    let items = lex::split_commas(order, depth);
+    if items.len() != sorts.len() {
+        return Err(MergeError::Syntax(format!("cannot delimit ORDER BY in {name}()")));
+    }
+    for (sb, r) in sorts.into_iter().zip(items) {
+        use pg_raw_parse::nodes::{SortByDir, SortByNulls};
+        let mut key = &order[r];
+        if key.len() > 2 && key[key.len() - 2].is_word(sql, "nulls") {
+            key = &key[..key.len() - 2];
+        }
+        if key.len() > 1 && ["asc", "desc"].iter().any(|w| key[key.len() - 1].is_word(sql, w)) {
+            key = &key[..key.len() - 1];
+        }
+        if sb.sortby_dir == SortByDir::SORTBY_USING {
+            return Err(MergeError::unsupported(format!("ORDER BY ... USING in {name}() across shards")));
+        }
+        let desc = sb.sortby_dir == SortByDir::SORTBY_DESC;
+        let nulls_first = match sb.sortby_nulls {
+            SortByNulls::SORTBY_NULLS_FIRST => true,
+            SortByNulls::SORTBY_NULLS_LAST => false,
+            _ => desc,
+        };
+        dirs.push((desc, nulls_first));
+        parts.push(format!("array_agg({}{by}){tail}", lex::text(sql, key)));
+    }
+    Ok((ListAgg { func, delim, order: dirs }, parts))
 }

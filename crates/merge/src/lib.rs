@@ -19,7 +19,8 @@
 //! concatenation; ORDER BY on columns and expressions (hidden sort columns), ASC/DESC, NULLS
 //! FIRST/LAST; constant LIMIT/OFFSET (pushed as `LIMIT n+offset`); DISTINCT, DISTINCT ON;
 //! `count`, `count(DISTINCT)`, `sum`, `sum(DISTINCT)`, `min`, `max`, `avg`, `avg(DISTINCT)`,
-//! `bool_and`, `bool_or`, `every` (with FILTER); GROUP BY on columns and expressions;
+//! `bool_and`, `bool_or`, `every`, `string_agg`/`array_agg`/`jsonb_agg`/`json_agg` with their
+//! ORDER BY (all with FILTER); GROUP BY on columns and expressions;
 //! HAVING of comparisons over aggregates, grouping columns and constants. See
 //! `docs/sharding.md` for what is refused and why.
 
@@ -28,6 +29,7 @@ mod agg;
 mod error;
 mod having;
 mod lex;
+mod listagg;
 mod merger;
 mod numeric;
 mod plan;

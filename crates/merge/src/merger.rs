@@ -221,7 +221,7 @@ impl Merger {
                 };
                 let oids: Vec<u32> =
                     std::iter::once(j).chain(extra.iter().copied()).map(|c| shard[c].0).collect();
-                let acc = Acc::new(a.kind, &oids)?;
+                let acc = Acc::new(a, &oids)?;
                 if let Some((oid, len)) = acc.out_type() {
                     overrides[j] = Some((name.clone().unwrap_or_else(|| a.func.clone()), oid, len));
                     types[j] = (Class::of(oid), oid);

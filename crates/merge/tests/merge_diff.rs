@@ -285,6 +285,23 @@ fn corpus() -> Vec<(String, Compare)> {
     add("SELECT g FROM t GROUP BY g ORDER BY max(k) DESC NULLS LAST, g", Ordered);
     add("SELECT h FROM t GROUP BY h ORDER BY count(*) DESC, h LIMIT 3", Ordered);
     add("SELECT DISTINCT count(*) FROM t GROUP BY g", Unordered);
+    // List aggregates with their ORDER BY: the shards' runs interleaved by the keys.
+    add("SELECT string_agg(s, ',' ORDER BY s, id) FROM t", Ordered);
+    add("SELECT g, string_agg(s, ' | ' ORDER BY id DESC) FROM t GROUP BY g ORDER BY g", Ordered);
+    add("SELECT array_agg(id ORDER BY id) FROM t WHERE k > 900", Ordered);
+    add("SELECT g, array_agg(s ORDER BY s NULLS FIRST, id) FROM t GROUP BY g ORDER BY g", Ordered);
+    add("SELECT h, array_agg(n ORDER BY n DESC NULLS LAST, id) FROM t GROUP BY h ORDER BY h", Ordered);
+    add("SELECT jsonb_agg(k ORDER BY id) FROM t WHERE g = 1", Ordered);
+    add("SELECT g, jsonb_agg(s ORDER BY id) AS j FROM t GROUP BY g ORDER BY g", Ordered);
+    add("SELECT json_agg(f ORDER BY id) FROM t WHERE h = 3", Ordered);
+    add("SELECT json_agg(s ORDER BY ts, id) FROM t WHERE h < 5", Ordered);
+    add("SELECT array_agg(ts ORDER BY tz, id) FROM t WHERE g = 2", Ordered);
+    add("SELECT string_agg(s, ',' ORDER BY s) FILTER (WHERE b) FROM t WHERE h = 1", Ordered);
+    add("SELECT array_agg(id ORDER BY id) FROM t WHERE id < 0", Ordered);
+    add("SELECT array_agg(u ORDER BY u) FROM t WHERE h = 7", Ordered);
+    add("SELECT jsonb_agg(d ORDER BY d, id) FROM t WHERE h = 9", Ordered);
+    add("SELECT array_agg(b ORDER BY id), count(*) FROM t WHERE h = 10", Ordered);
+    add("SELECT h, string_agg(s, '' ORDER BY id) FILTER (WHERE id % 5 = 0) FROM t GROUP BY h HAVING count(*) > 60 ORDER BY h", Ordered);
     add("SELECT DISTINCT bool_or(b) FROM t GROUP BY h ORDER BY 1", Ordered);
     q
 }
@@ -295,8 +312,8 @@ const REFUSED: &[&str] = &[
     "WITH c AS (SELECT * FROM t) SELECT count(*) FROM c",
     "SELECT id FROM t WHERE k > (SELECT avg(k) FROM t)",
     "SELECT stddev(k) FROM t",
-    "SELECT string_agg(s, ',' ORDER BY s) FROM t",
-    "SELECT array_agg(id ORDER BY id) FROM t",
+    "SELECT string_agg(s, s ORDER BY s) FROM t",
+    "SELECT array_agg(DISTINCT s) FROM t",
     "SELECT id FROM t UNION SELECT id FROM t",
     "SELECT g, count(*) FROM t GROUP BY ROLLUP (g)",
     "SELECT sum(k) / count(*) FROM t",
