@@ -8,6 +8,7 @@ use crate::error::MergeError;
 use crate::listagg::ListAcc;
 use crate::numeric::Numeric;
 use crate::value::{self, format_f32, format_f64, Class, Value};
+use crate::variance::VarAcc;
 
 /// Approximate bytes one accumulator holds, for the memory budget.
 pub(crate) const ACC_BYTES: usize = 64;
@@ -103,6 +104,7 @@ pub(crate) enum Acc {
         set: HashMap<Vec<u8>, Vec<u8>>,
     },
     List(Box<ListAcc>),
+    Var(Box<VarAcc>),
 }
 
 /// The element type of an array type's OID (the arrays `array_agg(DISTINCT x)` returns).
@@ -149,6 +151,7 @@ impl Acc {
             }
             AggKind::And | AggKind::Or => Acc::Bool { and: kind == AggKind::And, acc: None },
             AggKind::Avg => Acc::Avg { sum: Sum::for_type(first)?, sum_oid: first, count: 0 },
+            AggKind::Var { sample, sqrt } => Acc::Var(Box::new(VarAcc::new(sample, sqrt, parts)?)),
             AggKind::List => {
                 let list = spec
                     .list
@@ -178,6 +181,7 @@ impl Acc {
         match self {
             Acc::Avg { sum_oid, .. } => Some(numeric_or_f8(*sum_oid)),
             Acc::List(l) => l.out_type(),
+            Acc::Var(v) => Some(v.out_type()),
             Acc::Distinct { kind: AggKind::CountDistinct, .. } => Some((20, 8)),
             Acc::Distinct { kind: AggKind::AvgDistinct, elem, .. } => Some(numeric_or_f8(*elem)),
             Acc::Distinct { elem, .. } => Some(match *elem {
@@ -244,6 +248,7 @@ impl Acc {
                 }
             }
             Acc::List(l) => return l.add(parts, oids),
+            Acc::Var(v) => v.add(parts)?,
             Acc::Distinct { elem, set, .. } => {
                 let Some(t) = first else { return Ok(0) };
                 let class = Class::of(*elem);
@@ -273,6 +278,7 @@ impl Acc {
             Acc::Bool { acc, .. } => acc.map(|b| (if b { "t" } else { "f" }).to_string()),
             Acc::Avg { sum, count, .. } => sum.avg(*count)?,
             Acc::List(l) => return l.finish(),
+            Acc::Var(v) => v.finish()?,
             Acc::Distinct { kind, elem, set } => {
                 if *kind == AggKind::CountDistinct {
                     Some(set.len().to_string())

@@ -34,6 +34,11 @@ pub(crate) enum AggKind {
     /// ...)` and one `array_agg(key ORDER BY ...)` per ordering key; the merge interleaves
     /// the shards' runs by the keys.
     List,
+    /// The stddev/variance family: parts count, sum, sum of squares (numeric), var_pop.
+    Var {
+        sample: bool,
+        sqrt: bool,
+    },
 }
 
 /// Which list aggregate, and its ordering.
@@ -178,6 +183,10 @@ pub(crate) fn plan_call(f: &FuncCall, name: &str, sql: &str, toks: &[Tok]) -> Re
         ("bool_or", _) => (AggKind::Or, vec![whole.to_string()]),
         ("avg", false) => (AggKind::Avg, vec![format!("sum({args}){tail}"), format!("count({args}){tail}")]),
         ("avg", true) if one_arg => (AggKind::AvgDistinct, vec![distinct_part()]),
+        (_, false) if crate::variance::parts(name, args, &tail).is_some() => {
+            let (sample, sqrt, parts) = crate::variance::parts(name, args, &tail).unwrap_or_default();
+            (AggKind::Var { sample, sqrt }, parts)
+        }
         ("string_agg" | "array_agg" | "jsonb_agg" | "json_agg", false) => {
             let (list, parts) = list_parts(f, name, sql, &toks[open + 1..close], &tail)?;
             return Ok(AggSpec { kind: AggKind::List, parts, func: name.to_string(), list: Some(list) });

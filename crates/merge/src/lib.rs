@@ -19,7 +19,7 @@
 //! concatenation; ORDER BY on columns and expressions (hidden sort columns), ASC/DESC, NULLS
 //! FIRST/LAST; constant LIMIT/OFFSET (pushed as `LIMIT n+offset`); DISTINCT, DISTINCT ON;
 //! `count`, `count(DISTINCT)`, `sum`, `sum(DISTINCT)`, `min`, `max`, `avg`, `avg(DISTINCT)`,
-//! `bool_and`, `bool_or`, `every`, `string_agg`/`array_agg`/`jsonb_agg`/`json_agg` with their
+//! `bool_and`, `bool_or`, `every`, the `stddev`/`variance` family, `string_agg`/`array_agg`/`jsonb_agg`/`json_agg` with their
 //! ORDER BY (all with FILTER); GROUP BY on columns and expressions;
 //! HAVING of comparisons over aggregates, grouping columns and constants. See
 //! `docs/sharding.md` for what is refused and why.
@@ -35,6 +35,7 @@ mod numeric;
 mod plan;
 mod scan;
 mod value;
+mod variance;
 
 pub use error::MergeError;
 pub use merger::{Drained, MergeOptions, Merger, TextOrder};

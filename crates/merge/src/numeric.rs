@@ -105,6 +105,83 @@ impl Numeric {
         }
     }
 
+    /// Exact product (scale: the sum of the scales); non-finite operands give NaN.
+    pub fn mul(&self, other: &Numeric) -> Numeric {
+        match (self, other) {
+            (Numeric::Finite(a), Numeric::Finite(b)) => Numeric::Finite(Dec {
+                neg: (a.neg != b.neg) && !a.mag.is_empty() && !b.mag.is_empty(),
+                mag: mul_mag(&a.mag, &b.mag),
+                scale: a.scale + b.scale,
+            }),
+            _ => Numeric::NaN,
+        }
+    }
+
+    pub fn neg(&self) -> Numeric {
+        match self {
+            Numeric::Finite(d) => Numeric::Finite(Dec { neg: !d.neg && !d.mag.is_empty(), ..d.clone() }),
+            Numeric::PosInf => Numeric::NegInf,
+            Numeric::NegInf => Numeric::PosInf,
+            Numeric::NaN => Numeric::NaN,
+        }
+    }
+
+    pub fn is_finite(&self) -> bool {
+        matches!(self, Numeric::Finite(_))
+    }
+
+    /// `> 0`.
+    pub fn is_positive(&self) -> bool {
+        match self {
+            Numeric::Finite(d) => !d.neg && !d.mag.is_empty(),
+            Numeric::PosInf => true,
+            _ => false,
+        }
+    }
+
+    /// The display scale (digits after the point).
+    pub fn scale(&self) -> u32 {
+        match self {
+            Numeric::Finite(d) => d.scale,
+            _ => 0,
+        }
+    }
+
+    /// Square root rounded half up to `rscale` digits, like PostgreSQL's `sqrt_var`
+    /// (for a non-negative finite value).
+    pub fn sqrt_round(&self, rscale: u32) -> Numeric {
+        let Numeric::Finite(d) = self else { return Numeric::NaN };
+        if d.neg {
+            return Numeric::NaN;
+        }
+        // floor(sqrt(v) * 10^(rscale+1)) = isqrt(V * 10^(2*rscale + 2 - scale)).
+        let mut m = d.mag.clone();
+        let shift = 2 * i64::from(rscale) + 2 - i64::from(d.scale);
+        if shift >= 0 {
+            mul_pow10(&mut m, shift as u32);
+        } else {
+            for _ in 0..-shift {
+                m = div_small(&m, 10).0;
+            }
+        }
+        let root = isqrt(&m);
+        let (mut q, last) = div_small(&root, 10);
+        if last >= 5 {
+            q = add_mag(&q, &[1]);
+        }
+        Numeric::Finite(Dec { neg: false, mag: q, scale: rscale })
+    }
+
+    /// The value as the nearest float (through its decimal text).
+    pub fn to_f64(&self) -> f64 {
+        match self {
+            Numeric::NaN => f64::NAN,
+            Numeric::PosInf => f64::INFINITY,
+            Numeric::NegInf => f64::NEG_INFINITY,
+            Numeric::Finite(_) => self.to_string().parse().unwrap_or(f64::NAN),
+        }
+    }
+
     /// A text form equal for equal values (`1.50` and `1.5`), for grouping and DISTINCT.
     pub fn key(&self) -> String {
         let s = self.to_string();
@@ -318,6 +395,62 @@ fn cmp_mag(a: &[u32], b: &[u32]) -> Ordering {
     a.len().cmp(&b.len()).then_with(|| a.iter().rev().cmp(b.iter().rev()))
 }
 
+fn mul_mag(a: &[u32], b: &[u32]) -> Vec<u32> {
+    if a.is_empty() || b.is_empty() {
+        return Vec::new();
+    }
+    let mut acc = vec![0u64; a.len() + b.len() + 1];
+    for (i, &x) in a.iter().enumerate() {
+        let mut carry = 0u64;
+        for (j, &y) in b.iter().enumerate() {
+            let v = acc[i + j] + u64::from(x) * u64::from(y) + carry;
+            acc[i + j] = v % LIMB;
+            carry = v / LIMB;
+        }
+        let mut k = i + b.len();
+        while carry > 0 {
+            let v = acc[k] + carry;
+            acc[k] = v % LIMB;
+            carry = v / LIMB;
+            k += 1;
+        }
+    }
+    let mut out: Vec<u32> = acc.into_iter().map(|v| v as u32).collect();
+    trim(&mut out);
+    out
+}
+
+/// floor(sqrt(m)), digit by digit in base 100 on the decimal digits.
+fn isqrt(m: &[u32]) -> Vec<u32> {
+    let digits = mag_digits(m);
+    let digits = if digits.len() % 2 == 1 { format!("0{digits}") } else { digits };
+    let mut rem: Vec<u32> = Vec::new();
+    let mut root: Vec<u32> = Vec::new();
+    for pair in digits.as_bytes().chunks(2) {
+        let v = u32::from(pair[0] - b'0') * 10 + u32::from(pair[1] - b'0');
+        mul_small(&mut rem, 100, v);
+        // Largest d with (20 * root + d) * d <= rem.
+        let mut base = root.clone();
+        mul_small(&mut base, 20, 0);
+        let mut digit = 0;
+        let mut take = Vec::new();
+        for d in (1..10u32).rev() {
+            let mut t = add_mag(&base, &[d]);
+            mul_small(&mut t, d, 0);
+            if cmp_mag(&t, &rem) != Ordering::Greater {
+                digit = d;
+                take = t;
+                break;
+            }
+        }
+        if digit > 0 {
+            rem = sub_mag(&rem, &take);
+        }
+        mul_small(&mut root, 10, digit);
+    }
+    root
+}
+
 fn mag_digits(mag: &[u32]) -> String {
     let mut s = String::new();
     for (i, limb) in mag.iter().rev().enumerate() {
@@ -361,5 +494,9 @@ mod tests {
         assert_eq!(n("-2").div_count(3).to_string(), "-0.66666666666666666667");
         assert_eq!(n("0").div_count(5).to_string(), "0.00000000000000000000");
         assert_eq!(n("12345").div_count(1).to_string(), "12345.0000000000000000");
+        assert_eq!(n("1.5").mul(&n("-2.25")).to_string(), "-3.375");
+        assert_eq!(n("2").sqrt_round(20).to_string(), "1.41421356237309504880");
+        assert_eq!(n("0.25").sqrt_round(3).to_string(), "0.500");
+        assert_eq!(n("99999999999999999999").sqrt_round(0).to_string(), "10000000000");
     }
 }

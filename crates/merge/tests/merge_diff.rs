@@ -24,6 +24,8 @@ enum Compare {
     Ordered,
     /// Rows compared as multisets.
     Unordered,
+    /// Ordered, float cells equal to a relative 1e-9 (float variance merges pairwise).
+    Approx,
     /// LIMIT without a total order: any rows may come; only their count is compared.
     CountOnly,
 }
@@ -285,6 +287,17 @@ fn corpus() -> Vec<(String, Compare)> {
     add("SELECT g FROM t GROUP BY g ORDER BY max(k) DESC NULLS LAST, g", Ordered);
     add("SELECT h FROM t GROUP BY h ORDER BY count(*) DESC, h LIMIT 3", Ordered);
     add("SELECT DISTINCT count(*) FROM t GROUP BY g", Unordered);
+    // The stddev/variance families: exact for integer and numeric input.
+    for f in ["stddev", "stddev_samp", "stddev_pop", "variance", "var_samp", "var_pop"] {
+        for arg in ["k", "h", "n", "m"] {
+            add(&format!("SELECT {f}({arg}) FROM t"), Ordered);
+        }
+        add(&format!("SELECT g, {f}(n), {f}(k) FILTER (WHERE b) FROM t GROUP BY g ORDER BY g"), Ordered);
+        add(&format!("SELECT {f}(m) FROM t WHERE id = 7"), Ordered);
+        add(&format!("SELECT {f}(f) FROM t"), Approx);
+    }
+    add("SELECT h, stddev(f), var_samp(f) FROM t GROUP BY h ORDER BY h", Approx);
+    add("SELECT variance(k) FROM t WHERE id < 0", Ordered);
     // List aggregates with their ORDER BY: the shards' runs interleaved by the keys.
     add("SELECT string_agg(s, ',' ORDER BY s, id) FROM t", Ordered);
     add("SELECT g, string_agg(s, ' | ' ORDER BY id DESC) FROM t GROUP BY g ORDER BY g", Ordered);
@@ -311,7 +324,7 @@ const REFUSED: &[&str] = &[
     "SELECT id, row_number() OVER (ORDER BY id) FROM t",
     "WITH c AS (SELECT * FROM t) SELECT count(*) FROM c",
     "SELECT id FROM t WHERE k > (SELECT avg(k) FROM t)",
-    "SELECT stddev(k) FROM t",
+    "SELECT stddev(DISTINCT k) FROM t",
     "SELECT string_agg(s, s ORDER BY s) FROM t",
     "SELECT array_agg(DISTINCT s) FROM t",
     "SELECT id FROM t UNION SELECT id FROM t",
@@ -335,6 +348,18 @@ fn same(a: &Outcome, b: &Outcome, how: Compare) -> bool {
             x == y
         }
         Compare::CountOnly => a.rows.len() == b.rows.len(),
+        Compare::Approx => {
+            a.rows.len() == b.rows.len()
+                && a.rows.iter().zip(&b.rows).all(|(x, y)| {
+                    x.iter().zip(y).all(|(p, q)| match (p, q) {
+                        (Some(p), Some(q)) => match (p.parse::<f64>(), q.parse::<f64>()) {
+                            (Ok(p), Ok(q)) => (p - q).abs() <= 1e-9 * p.abs().max(q.abs()),
+                            _ => p == q,
+                        },
+                        _ => p == q,
+                    })
+                })
+        }
     }
 }
 
