@@ -26,6 +26,7 @@
 
 mod accum;
 mod agg;
+mod binary;
 mod error;
 mod having;
 mod lex;

@@ -178,7 +178,7 @@ fn nulls_first_ord(nulls_first: bool) -> std::cmp::Ordering {
 
 /// An array element as `array_out` prints it: quoted when empty, `NULL`-like, or holding
 /// quotes, backslashes, braces, commas or white space.
-fn quote_element(out: &mut Vec<u8>, v: &[u8]) {
+pub(crate) fn quote_element(out: &mut Vec<u8>, v: &[u8]) {
     let needs = v.is_empty()
         || v.eq_ignore_ascii_case(b"NULL")
         || v.iter().any(|c| {

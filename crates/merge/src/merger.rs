@@ -8,12 +8,14 @@
 //! map until every shard is done, then HAVING, ORDER BY and LIMIT apply. All buffered state
 //! counts against the memory budget.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use wire::backend::BackendMessage;
 
 use crate::accum::{Acc, ACC_BYTES};
+use crate::binary;
 use crate::error::MergeError;
 use crate::having;
 use crate::plan::{ColRef, Distinct, MergePlan, OutCol, PlanKind, Spec};
@@ -76,6 +78,8 @@ struct Layout {
     hidden: usize,
     /// Merged columns' (class, type OID).
     types: Vec<(Class, u32)>,
+    /// Merged columns' formats (0 text, 1 binary): the first part's.
+    formats: Vec<i16>,
     /// Merged column of each sort key, with its direction.
     sort: Vec<(usize, bool, bool)>,
     distinct: Option<Vec<usize>>,
@@ -180,6 +184,7 @@ impl Merger {
                 visible: shard.len(),
                 hidden: 0,
                 types: Vec::new(),
+                formats: Vec::new(),
                 sort: Vec::new(),
                 distinct: None,
                 shard,
@@ -253,18 +258,22 @@ impl Merger {
                 || sort.iter().any(|s| s.0 == c)
                 || distinct.as_ref().is_some_and(|d: &Vec<usize>| d.contains(&c))
         };
-        for (c, (_, format)) in shard.iter().enumerate() {
-            if *format != 0 && (c >= merged || needs_text(c)) {
-                return Err(MergeError::unsupported(
-                    "binary-format result columns in a merged cross-shard query",
-                ));
+        // Binary cells the merge reads are converted to text and back.
+        for (c, (oid, format)) in shard.iter().enumerate() {
+            let read = c >= merged || needs_text(c);
+            let out_oid = types.get(c).map_or(*oid, |t| t.1);
+            if *format != 0 && read && !(binary::supported(*oid) && binary::supported(out_oid)) {
+                return Err(MergeError::unsupported(format!(
+                    "binary format of type OID {oid} in a merged cross-shard query"
+                )));
             }
         }
+        let formats: Vec<i16> = shard[..merged].iter().map(|(_, f)| *f).collect();
         let mut body = BytesMut::new();
         body.put_i16(i16::try_from(visible).map_err(|_| MergeError::Protocol("too many columns".into()))?);
         for (j, f) in fields.iter().take(visible).enumerate() {
             match &overrides[j] {
-                Some((name, oid, len)) => put_field(&mut body, name, 0, 0, *oid, *len, -1, 0),
+                Some((name, oid, len)) => put_field(&mut body, name, 0, 0, *oid, *len, -1, formats[j]),
                 None => put_field(
                     &mut body,
                     f.name,
@@ -280,7 +289,7 @@ impl Merger {
         let mut out = BytesMut::new();
         wire::build::frame(&mut out, b'T', |b| b.put_slice(&body));
         self.desc = Some(out);
-        self.layout = Some(Layout { shard, visible, hidden, types, sort, distinct });
+        self.layout = Some(Layout { shard, visible, hidden, types, formats, sort, distinct });
         Ok(())
     }
 
@@ -322,7 +331,7 @@ impl Merger {
         if self.spec.as_ref().is_some_and(|s| s.grouping.is_some()) {
             return self.accumulate(cells);
         }
-        let keys = sort_keys(layout, &cells)?;
+        let keys = merged_sort_keys(layout, &cells, true)?;
         let size = body.len() + ROW_BYTES + keys.len() * 32;
         self.charge(size)?;
         self.input(shard)?.rows.push_back(Row { cells, keys, size });
@@ -346,7 +355,12 @@ impl Merger {
                 ColRef::Visible(i) => *i,
                 ColRef::Hidden(h) => layout.visible + h,
             };
-            value::push_key(&mut key, Class::of(layout.shard[c].0), cells[c].as_deref())?;
+            let (oid, format) = layout.shard[c];
+            value::push_key(
+                &mut key,
+                Class::of(oid),
+                text_cell(oid, format, cells[c].as_deref())?.as_deref(),
+            )?;
         }
         let mut added = 0;
         if !self.groups.contains_key(&key) {
@@ -358,8 +372,11 @@ impl Merger {
         let group = self.groups.get_mut(&key).ok_or_else(|| MergeError::Protocol("group vanished".into()))?;
         for (j, acc) in group.accs.iter_mut().enumerate() {
             let (Some(acc), OutCol::Agg { extra, .. }) = (acc, &g.cols[j]) else { continue };
-            let parts: Vec<Option<&[u8]>> =
-                std::iter::once(j).chain(extra.iter().copied()).map(|c| cells[c].as_deref()).collect();
+            let texts: Vec<Option<Cow<'_, [u8]>>> = std::iter::once(j)
+                .chain(extra.iter().copied())
+                .map(|c| text_cell(layout.shard[c].0, layout.shard[c].1, cells[c].as_deref()))
+                .collect::<Result<_, _>>()?;
+            let parts: Vec<Option<&[u8]>> = texts.iter().map(|t| t.as_deref()).collect();
             let oids: Vec<u32> =
                 std::iter::once(j).chain(extra.iter().copied()).map(|c| layout.shard[c].0).collect();
             added += acc.add(&parts, &oids)?;
@@ -475,7 +492,8 @@ impl Merger {
             if let Some(cols) = &layout.distinct {
                 let mut key = Vec::new();
                 for &c in cols {
-                    value::push_key(&mut key, layout.types[c].0, row.cells[c].as_deref())?;
+                    let text = text_cell(layout.types[c].1, layout.formats[c], row.cells[c].as_deref())?;
+                    value::push_key(&mut key, layout.types[c].0, text.as_deref())?;
                 }
                 let streaming_on = matches!(spec.distinct, Distinct::On(_)) && !spec.sort.is_empty();
                 if streaming_on {
@@ -525,12 +543,29 @@ impl Merger {
         let merged = layout.visible + layout.hidden;
         let mut rows = Vec::with_capacity(self.groups.len());
         for (_, group) in self.groups.drain() {
+            // Text for HAVING and sorting; the client's format for output.
+            let mut texts: Vec<Option<Bytes>> = Vec::with_capacity(merged);
             let mut cells = Vec::with_capacity(merged);
             for j in 0..merged {
-                cells.push(match &group.accs[j] {
-                    Some(acc) => acc.finish()?.map(Bytes::from),
-                    None => group.first[j].clone(),
-                });
+                let (oid, format) = (layout.types[j].1, layout.formats[j]);
+                match &group.accs[j] {
+                    Some(acc) => {
+                        let text = acc.finish()?;
+                        let out = match (&text, format) {
+                            (Some(t), 1) => Some(Bytes::from(binary::from_text(oid, t)?)),
+                            _ => text.clone().map(Bytes::from),
+                        };
+                        texts.push(text.map(Bytes::from));
+                        cells.push(out);
+                    }
+                    None => {
+                        let raw = group.first[j].clone();
+                        texts.push(
+                            text_cell(oid, format, raw.as_deref())?.map(|t| Bytes::copy_from_slice(&t)),
+                        );
+                        cells.push(raw);
+                    }
+                }
             }
             if let Some(cond) = &g.having {
                 let idx = |c: ColRef| match c {
@@ -539,13 +574,13 @@ impl Merger {
                 };
                 let cell = |c: ColRef| {
                     let i = idx(c);
-                    (cells[i].as_deref(), layout.types[i].0, layout.types[i].1)
+                    (texts[i].as_deref(), layout.types[i].0, layout.types[i].1)
                 };
                 if having::eval(cond, &cell)? != Some(true) {
                     continue;
                 }
             }
-            let keys = merged_sort_keys(layout, &cells)?;
+            let keys = merged_sort_keys(layout, &texts, false)?;
             rows.push(Row { cells, keys, size: 0 });
         }
         if !layout.sort.is_empty() {
@@ -555,17 +590,28 @@ impl Merger {
     }
 }
 
-fn sort_keys(layout: &Layout, cells: &[Option<Bytes>]) -> Result<Vec<Option<Value>>, MergeError> {
-    merged_sort_keys(layout, cells)
+/// A cell as text: binary-format cells converted, text ones borrowed.
+fn text_cell(oid: u32, format: i16, cell: Option<&[u8]>) -> Result<Option<Cow<'_, [u8]>>, MergeError> {
+    match cell {
+        None => Ok(None),
+        Some(b) if format == 1 => Ok(Some(Cow::Owned(binary::to_text(oid, b)?))),
+        Some(b) => Ok(Some(Cow::Borrowed(b))),
+    }
 }
 
-fn merged_sort_keys(layout: &Layout, cells: &[Option<Bytes>]) -> Result<Vec<Option<Value>>, MergeError> {
+/// Decoded sort keys of a row; `in_format`: cells are in the columns' formats (else text).
+fn merged_sort_keys(
+    layout: &Layout,
+    cells: &[Option<Bytes>],
+    in_format: bool,
+) -> Result<Vec<Option<Value>>, MergeError> {
     layout
         .sort
         .iter()
         .map(|&(c, _, _)| {
             let (class, oid) = layout.types[c];
-            cells[c].as_deref().map(|t| value::decode(class, oid, t)).transpose()
+            let format = if in_format { layout.formats[c] } else { 0 };
+            text_cell(oid, format, cells[c].as_deref())?.map(|t| value::decode(class, oid, &t)).transpose()
         })
         .collect()
 }

@@ -139,9 +139,12 @@ fn load(pg: &Cluster) {
 }
 
 /// Runs `sql` through the engine over the shards.
-fn through_merge(shards: &mut [Conn], sql: &str) -> Result<Outcome, String> {
+fn through_merge(shards: &mut [Conn], sql: &str, binary: bool) -> Result<Outcome, String> {
     let plan = MergePlan::for_select(sql).map_err(|e| e.sqlstate().to_string())?;
-    let replies: Vec<Vec<Msg>> = shards.iter_mut().map(|c| c.query(plan.shard_sql())).collect();
+    let replies: Vec<Vec<Msg>> = shards
+        .iter_mut()
+        .map(|c| if binary { c.query_binary(plan.shard_sql()) } else { c.query(plan.shard_sql()) })
+        .collect();
     if let Some(err) = replies.iter().flatten().find(|m| m.0 == b'E') {
         return Err(common::sqlstate(&err.1));
     }
@@ -373,15 +376,27 @@ fn merged_results_equal_the_reference() {
 
     let corpus = corpus();
     let mut failures = Vec::new();
-    for (sql, how) in &corpus {
-        let want = outcome(&reference.query(sql));
-        let got = through_merge(&mut shards, sql);
+    // Every query in text format, then again with every result column in binary format
+    // (the extended protocol), except the float ones compared approximately.
+    let runs = corpus
+        .iter()
+        .map(|(q, c)| (q, *c, false))
+        .chain(corpus.iter().filter(|(_, c)| *c != Compare::Approx).map(|(q, c)| (q, *c, true)));
+    let mut binary_runs = 0;
+    for (sql, how, binary) in runs {
+        binary_runs += usize::from(binary);
+        let want = outcome(&if binary { reference.query_binary(sql) } else { reference.query(sql) });
+        let got = through_merge(&mut shards, sql, binary);
+        if let Ok(w) = &want {
+            assert!(w.columns.iter().all(|c| c.2 == i16::from(binary)), "result format of {sql}");
+        }
         let ok = match (&want, &got) {
-            (Ok(w), Ok(g)) => same(w, g, *how),
+            (Ok(w), Ok(g)) => same(w, g, how),
             (Err(w), Err(g)) => w == g,
             _ => false,
         };
         if !ok {
+            let sql = if binary { format!("[binary] {sql}") } else { sql.to_string() };
             let brief = |r: &Result<Outcome, String>| match r {
                 Ok(o) => format!(
                     "cols {:?} tag {} first rows {:?}",
@@ -401,8 +416,9 @@ fn merged_results_equal_the_reference() {
         }
     }
     println!(
-        "{} corpus queries, {} refused queries, {} failures",
+        "{} corpus queries ({} also in binary format), {} refused queries, {} failures",
         corpus.len(),
+        binary_runs,
         REFUSED.len(),
         failures.len()
     );

@@ -70,7 +70,7 @@ fn kway_merge_waits_for_every_unfinished_shard() {
     let ks: Vec<_> = o.rows.iter().map(|r| r[0].clone()).collect();
     assert_eq!(ks, [Some("9".into()), Some("8".into()), Some("7".into()), Some("1".into())]);
     assert_eq!(o.tag, "SELECT 4");
-    assert_eq!(o.columns, [("k".to_string(), 23)]);
+    assert_eq!(o.columns, [("k".to_string(), 23, 0)]);
 }
 
 #[test]
@@ -89,7 +89,7 @@ fn aggregates_merge_with_postgres_types_and_hidden_columns_stripped() {
     let mut out = BytesMut::new();
     assert_eq!(m.drain(&mut out).expect("drain"), Drained::Finished);
     let o = outcome(&frames(&out)).expect("outcome");
-    assert_eq!(o.columns, [("g".into(), 23), ("avg".into(), 1700), ("n".into(), 20)]);
+    assert_eq!(o.columns, [("g".into(), 23, 0), ("avg".into(), 1700, 0), ("n".into(), 20, 0)]);
     // Group 2's sum(x) = 1 fails HAVING; group 1: avg 3/3.
     assert_eq!(o.rows, [vec![Some("1".into()), Some("1.00000000000000000000".into()), Some("3".into())]]);
 }

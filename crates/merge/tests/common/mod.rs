@@ -76,6 +76,33 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Runs one query in the extended protocol (unnamed statement and portal), asking for
+    /// every result column in binary format; every message up to ReadyForQuery.
+    pub fn query_binary(&mut self, sql: &str) -> Vec<Msg> {
+        let mut parse = vec![0u8];
+        parse.extend_from_slice(sql.as_bytes());
+        parse.extend_from_slice(&[0, 0, 0]);
+        // Bind: portal "", statement "", no parameter formats, no parameters, one result
+        // format code (binary) for all columns.
+        let bind = [0u8, 0, 0, 0, 0, 0, 0, 1, 0, 1];
+        let mut msgs = frame(Some(b'P'), &parse);
+        msgs.extend(frame(Some(b'B'), &bind));
+        msgs.extend(frame(Some(b'D'), b"P\0"));
+        msgs.extend(frame(Some(b'E'), &[0, 0, 0, 0, 0]));
+        msgs.extend(frame(Some(b'S'), &[]));
+        self.stream.write_all(&msgs).expect("send extended query");
+        let mut out = Vec::new();
+        loop {
+            let m = self.read();
+            if m.0 == b'Z' {
+                return out;
+            }
+            out.push(m);
+        }
+    }
+}
+
 /// The SQLSTATE of an ErrorResponse body.
 pub fn sqlstate(body: &[u8]) -> String {
     field(body, b'C')
@@ -99,8 +126,8 @@ pub fn field(body: &[u8], code: u8) -> String {
 /// A result as the test compares it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
-    /// (name, type OID) per column.
-    pub columns: Vec<(String, u32)>,
+    /// (name, type OID, format code) per column.
+    pub columns: Vec<(String, u32, i16)>,
     pub rows: Vec<Vec<Option<String>>>,
     pub tag: String,
 }
@@ -118,8 +145,9 @@ pub fn outcome(msgs: &[Msg]) -> Result<Outcome, String> {
                     let name = String::from_utf8_lossy(&body[p..end]).into_owned();
                     p = end + 1;
                     let oid = u32::from_be_bytes([body[p + 6], body[p + 7], body[p + 8], body[p + 9]]);
+                    let format = i16::from_be_bytes([body[p + 16], body[p + 17]]);
                     p += 18;
-                    o.columns.push((name, oid));
+                    o.columns.push((name, oid, format));
                 }
             }
             b'D' => {
@@ -133,7 +161,14 @@ pub fn outcome(msgs: &[Msg]) -> Result<Outcome, String> {
                         row.push(None);
                     } else {
                         let l = len as usize;
-                        row.push(Some(String::from_utf8_lossy(&body[p..p + l]).into_owned()));
+                        let cell = &body[p..p + l];
+                        // Binary cells need not be UTF-8: show those in hex.
+                        row.push(Some(match std::str::from_utf8(cell) {
+                            Ok(s) => s.to_string(),
+                            Err(_) => {
+                                format!("\\x{}", cell.iter().map(|b| format!("{b:02x}")).collect::<String>())
+                            }
+                        }));
                         p += l;
                     }
                 }
