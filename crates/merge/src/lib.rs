@@ -34,6 +34,7 @@ mod listagg;
 mod merger;
 mod numeric;
 mod plan;
+mod rewrite;
 mod scan;
 mod value;
 mod variance;

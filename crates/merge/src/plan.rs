@@ -117,40 +117,40 @@ impl MergePlan {
 }
 
 /// One target-list item.
-struct Item<'t> {
-    res: &'t ResTarget,
+pub(crate) struct Item<'t> {
+    pub res: &'t ResTarget,
     /// The expression's tokens, alias removed.
-    expr: std::ops::Range<usize>,
-    norm: String,
+    pub expr: std::ops::Range<usize>,
+    pub norm: String,
 }
 
 /// A hidden column being built.
-struct Hidden {
-    text: String,
-    norm: String,
-    agg: Option<AggSpec>,
+pub(crate) struct Hidden {
+    pub text: String,
+    pub norm: String,
+    pub agg: Option<AggSpec>,
 }
 
 pub(crate) struct Planner<'s> {
-    sql: &'s str,
+    pub(crate) sql: &'s str,
     /// Offset of `sql` in the string the tree's locations refer to.
     base: usize,
-    toks: Vec<Tok>,
-    hidden: Vec<Hidden>,
+    pub(crate) toks: Vec<Tok>,
+    pub(crate) hidden: Vec<Hidden>,
 }
 
 /// Clause keywords at the top level, in the order SELECT allows them.
 #[derive(Debug, Default, Clone, Copy)]
-struct Clauses {
-    targets: usize,
-    from: Option<usize>,
-    group: Option<usize>,
-    having: Option<usize>,
-    window: Option<usize>,
-    order: Option<usize>,
-    limit: Option<usize>,
-    locking: Option<usize>,
-    end: usize,
+pub(crate) struct Clauses {
+    pub targets: usize,
+    pub from: Option<usize>,
+    pub group: Option<usize>,
+    pub having: Option<usize>,
+    pub window: Option<usize>,
+    pub order: Option<usize>,
+    pub limit: Option<usize>,
+    pub locking: Option<usize>,
+    pub end: usize,
 }
 
 impl<'s> Planner<'s> {
@@ -208,7 +208,7 @@ impl<'s> Planner<'s> {
         Ok(MergePlan { shard_sql, kind: PlanKind::Merge(Box::new(spec)) })
     }
 
-    fn tok_text(&self, r: std::ops::Range<usize>) -> &'s str {
+    pub(crate) fn tok_text(&self, r: std::ops::Range<usize>) -> &'s str {
         lex::text(self.sql, &self.toks[r])
     }
 
@@ -502,111 +502,6 @@ impl<'s> Planner<'s> {
             .ok_or_else(|| MergeError::Syntax("cannot locate a HAVING operand".into()))?;
         let end = operand_end(self.sql, &self.toks, first);
         self.resolve(node, first..end, items, true, false)
-    }
-
-    fn shard_sql(
-        &self,
-        items: &[Item<'_>],
-        c: &Clauses,
-        grouping: bool,
-        cols: &mut Vec<OutCol>,
-        pushed_limit: Option<u64>,
-    ) -> Result<String, MergeError> {
-        let mut targets: Vec<String> = Vec::new();
-        let mut extras: Vec<String> = Vec::new();
-        let first_extra = items.len() + self.hidden.len();
-        for (i, item) in items.iter().enumerate() {
-            match cols.get_mut(i) {
-                Some(OutCol::Agg { spec, extra, .. }) => {
-                    // The alias names the column when the first part is the aggregate itself.
-                    targets.push(spec.parts[0].clone() + &self.alias_text(item));
-                    for p in &spec.parts[1..] {
-                        extra.push(first_extra + extras.len());
-                        extras.push(p.clone());
-                    }
-                }
-                // Plain items keep their text and alias (GROUP BY may name the alias).
-                _ => targets
-                    .push(self.tok_text(item.expr.start..item.expr.end).to_string() + &self.alias_text(item)),
-            }
-        }
-        for h in &self.hidden {
-            match &h.agg {
-                Some(spec) => {
-                    targets.push(spec.parts[0].clone());
-                    let extra = spec.parts[1..]
-                        .iter()
-                        .map(|p| {
-                            extras.push(p.clone());
-                            first_extra + extras.len() - 1
-                        })
-                        .collect();
-                    cols.push(OutCol::Agg { spec: spec.clone(), name: None, extra });
-                }
-                None => {
-                    targets.push(h.text.clone());
-                    cols.push(OutCol::Plain);
-                }
-            }
-        }
-        targets.extend(extras);
-        let mut sql = String::from("SELECT ");
-        if !grouping && c.targets > 1 {
-            sql.push_str(self.tok_text(1..c.targets));
-            sql.push(' ');
-        }
-        sql.push_str(&targets.join(", "));
-        let body_end = if grouping {
-            [c.having, c.window, c.order, c.limit, c.locking]
-        } else {
-            [c.order, c.limit, c.locking, None, None]
-        }
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(c.end);
-        let body_start = c.from.unwrap_or(body_end).min(body_end);
-        if body_start < body_end {
-            sql.push(' ');
-            sql.push_str(self.tok_text(body_start..body_end));
-        }
-        if !grouping {
-            if let Some(order) = c.order {
-                let end = [c.limit, c.locking].into_iter().flatten().min().unwrap_or(c.end);
-                sql.push(' ');
-                sql.push_str(self.tok_text(order..end));
-            }
-            if let Some(n) = pushed_limit {
-                sql.push_str(&format!(" LIMIT {n}"));
-            }
-        }
-        Ok(sql)
-    }
-
-    fn alias_text(&self, item: &Item<'_>) -> String {
-        if item.res.name().is_none() {
-            return String::new();
-        }
-        // Tokens after the expression up to the item's end are the alias (`AS x` / `x`).
-        let mut end = item.expr.end;
-        while end < self.toks.len()
-            && !(self.toks[end].depth == 0 && self.toks[end].kind == Kind::Comma)
-            && end < item.expr.end + 2
-        {
-            let t = self.toks[end];
-            if t.depth == 0 && (t.kind == Kind::Word || t.kind == Kind::Quoted) {
-                end += 1;
-                if t.kind == Kind::Quoted || !t.is_word(self.sql, "as") {
-                    break;
-                }
-            } else {
-                break;
-            }
-        }
-        if end == item.expr.end {
-            return String::new();
-        }
-        format!(" {}", self.tok_text(item.expr.end..end))
     }
 }
 
