@@ -6,6 +6,7 @@
 //! let plan = MergePlan::for_select(sql)?;            // Unsupported(..) => 0A000 to the client
 //! send plan.shard_sql() to every shard;               // plan.is_plain(): nothing to merge
 //! let mut m = Merger::new(&plan, shards, MergeOptions::default());
+//! if LIMIT/OFFSET are parameters (plan.limit_params()): m.bind_params(&bind_values)?
 //! per shard:  RowDescription body -> m.row_description(shard, body)?
 //!             DataRow body        -> m.data_row(shard, body)?
 //!             CommandComplete     -> m.shard_done(shard)?
@@ -17,7 +18,7 @@
 //!
 //! Every error carries its SQLSTATE ([`MergeError::sqlstate`]). Supported: plain
 //! concatenation; ORDER BY on columns and expressions (hidden sort columns), ASC/DESC, NULLS
-//! FIRST/LAST; constant LIMIT/OFFSET (pushed as `LIMIT n+offset`); DISTINCT, DISTINCT ON;
+//! FIRST/LAST; LIMIT/OFFSET constants or parameters (pushed as `LIMIT n+offset`); DISTINCT, DISTINCT ON;
 //! `count`, `count(DISTINCT)`, `sum`, `sum(DISTINCT)`, `min`, `max`, `avg`, `avg(DISTINCT)`,
 //! `bool_and`, `bool_or`, `every`, the `stddev`/`variance` family, `string_agg`/`array_agg`/`jsonb_agg`/`json_agg` with their
 //! ORDER BY (all with FILTER); GROUP BY on columns and expressions;

@@ -18,7 +18,7 @@ use crate::accum::{Acc, ACC_BYTES};
 use crate::binary;
 use crate::error::MergeError;
 use crate::having;
-use crate::plan::{ColRef, Distinct, MergePlan, OutCol, PlanKind, Spec};
+use crate::plan::{ColRef, Count, Distinct, MergePlan, OutCol, PlanKind, Spec};
 use crate::value::{self, Class, Value};
 
 /// How text is ordered across shards.
@@ -108,6 +108,8 @@ pub struct Merger {
     emitted: u64,
     used: usize,
     finished: bool,
+    /// LIMIT/OFFSET parameters still to be bound.
+    unbound: bool,
 }
 
 impl Merger {
@@ -116,6 +118,7 @@ impl Merger {
             PlanKind::Plain => None,
             PlanKind::Merge(s) => Some((**s).clone()),
         };
+        let unbound = plan.limit_params() != (None, None);
         Merger {
             spec,
             opts,
@@ -132,7 +135,46 @@ impl Merger {
             emitted: 0,
             used: 0,
             finished: false,
+            unbound,
         }
+    }
+
+    /// The execution's parameter values (`(value, binary format)`, NULL as `None`), for a
+    /// `LIMIT $n` / `OFFSET $m` ([`MergePlan::limit_params`]); other parameters are ignored.
+    pub fn bind_params(&mut self, params: &[(Option<&[u8]>, bool)]) -> Result<(), MergeError> {
+        let Some(spec) = &mut self.spec else { return Ok(()) };
+        let read = |at: Count| -> Result<Option<u64>, MergeError> {
+            let Count::Param(n) = at else { return Ok(None) };
+            let (value, binary) = params
+                .get(n - 1)
+                .ok_or_else(|| MergeError::Protocol(format!("no value for parameter ${n}")))?;
+            let Some(v) = value else { return Ok(None) };
+            let text = if *binary {
+                binary::to_text(
+                    match v.len() {
+                        2 => 21,
+                        4 => 23,
+                        _ => 20,
+                    },
+                    v,
+                )?
+            } else {
+                v.to_vec()
+            };
+            let n = std::str::from_utf8(&text).ok().and_then(|t| t.trim().parse::<i64>().ok());
+            let n =
+                n.ok_or_else(|| MergeError::BadValue { oid: 20, why: "LIMIT/OFFSET parameter".into() })?;
+            // PostgreSQL itself rejects negative values (on the shards, before any row comes).
+            Ok(Some(u64::try_from(n).unwrap_or(0)))
+        };
+        if matches!(spec.limit_at, Count::Param(_)) {
+            spec.limit = read(spec.limit_at)?;
+        }
+        if matches!(spec.offset_at, Count::Param(_)) {
+            spec.offset = read(spec.offset_at)?.unwrap_or(0);
+        }
+        self.unbound = false;
+        Ok(())
     }
 
     fn input(&mut self, shard: usize) -> Result<&mut Input, MergeError> {
@@ -404,6 +446,9 @@ impl Merger {
     pub fn drain(&mut self, out: &mut BytesMut) -> Result<Drained, MergeError> {
         if self.finished {
             return Ok(Drained::Finished);
+        }
+        if self.unbound {
+            return Err(MergeError::Protocol("LIMIT/OFFSET parameters were not bound".into()));
         }
         if !self.desc_sent {
             match self.desc.take() {

@@ -66,6 +66,9 @@ pub(crate) struct Spec {
     pub distinct: Distinct,
     pub offset: u64,
     pub limit: Option<u64>,
+    /// Where LIMIT and OFFSET come from; parameters are bound per execution.
+    pub limit_at: Count,
+    pub offset_at: Count,
     pub grouping: Option<Grouping>,
 }
 
@@ -108,6 +111,19 @@ impl MergePlan {
     /// The SQL every shard runs.
     pub fn shard_sql(&self) -> &str {
         &self.shard_sql
+    }
+
+    /// The 1-based parameter numbers of a `LIMIT $n` / `OFFSET $m`, whose values the merger
+    /// needs ([`crate::Merger::bind_params`]) before it can finish.
+    pub fn limit_params(&self) -> (Option<usize>, Option<usize>) {
+        let param = |c: Count| match c {
+            Count::Param(p) => Some(p),
+            _ => None,
+        };
+        match &self.kind {
+            PlanKind::Merge(s) => (param(s.limit_at), param(s.offset_at)),
+            PlanKind::Plain => (None, None),
+        }
     }
 
     /// True when the shards' rows need no merging (plain concatenation).
@@ -168,8 +184,8 @@ impl<'s> Planner<'s> {
         let grouping = !s.group_clause().is_empty()
             || !matches!(s.having_clause(), Node::None)
             || items.iter().any(|i| scan::has_aggregate(i.res.val()));
-        let limit = const_count(s.limit_count(), "LIMIT")?;
-        let offset = const_count(s.limit_offset(), "OFFSET")?.unwrap_or(0);
+        let limit_at = count_of(s.limit_count(), "LIMIT")?;
+        let offset_at = count_of(s.limit_offset(), "OFFSET")?;
         if s.limit_option == LimitOption::LIMIT_OPTION_WITH_TIES {
             return Err(MergeError::unsupported("FETCH ... WITH TIES across shards"));
         }
@@ -177,8 +193,8 @@ impl<'s> Planner<'s> {
         let star = items.iter().any(|i| scan::is_star(i.res.val()));
         if !grouping
             && s.sort_clause().is_empty()
-            && limit.is_none()
-            && offset == 0
+            && limit_at == Count::Absent
+            && matches!(offset_at, Count::Absent | Count::Const(0))
             && matches!(distinct, Distinct::None)
         {
             return Ok(MergePlan { shard_sql: self.sql.to_string(), kind: PlanKind::Plain });
@@ -202,9 +218,31 @@ impl<'s> Planner<'s> {
         }
         let visible = (!star).then_some(items.len());
         let hidden = self.hidden.len();
-        let shard_sql = self.shard_sql(&items, &c, grouping, &mut cols, limit.map(|l| l + offset))?;
+        // Shards return the first LIMIT + OFFSET rows; the merge skips and limits.
+        let pushed = match (limit_at, offset_at) {
+            (Count::Absent, _) => None,
+            _ if grouping => None,
+            (l, Count::Absent | Count::Const(0)) => Some(l.sql()),
+            (Count::Const(l), Count::Const(o)) => Some(l.saturating_add(o).to_string()),
+            (l, o) => Some(format!("{} + {}", l.sql(), o.sql())),
+        };
+        let mut tail = pushed.as_ref().map(|p| format!(" LIMIT {p}")).unwrap_or_default();
+        // A parameter the shard query no longer uses must still appear in it (Bind supplies
+        // every parameter): a zero OFFSET that mentions it keeps it typed and harmless.
+        let unused: Vec<String> = [limit_at, offset_at]
+            .into_iter()
+            .filter(|c| {
+                matches!(c, Count::Param(_)) && !pushed.as_ref().is_some_and(|p| p.contains(&c.sql()))
+            })
+            .map(Count::sql)
+            .collect();
+        if !unused.is_empty() {
+            tail.push_str(&format!(" OFFSET 0 * ({})", unused.join(" + ")));
+        }
+        let shard_sql = self.shard_sql(&items, &c, grouping, &mut cols, &tail)?;
         let grouping = grouping.then_some(Grouping { cols, keys, having });
-        let spec = Spec { visible, hidden, sort, distinct, offset, limit, grouping };
+        let (limit, offset) = (limit_at.value(), offset_at.value().unwrap_or(0));
+        let spec = Spec { visible, hidden, sort, distinct, offset, limit, limit_at, offset_at, grouping };
         Ok(MergePlan { shard_sql, kind: PlanKind::Merge(Box::new(spec)) })
     }
 
@@ -533,21 +571,55 @@ fn operand_end(sql: &str, toks: &[Tok], first: usize) -> usize {
     i
 }
 
-/// A LIMIT/OFFSET value that must be a constant; `None` for absent, `ALL` or NULL.
-fn const_count(node: Node<'_>, what: &str) -> Result<Option<u64>, MergeError> {
+/// A LIMIT or OFFSET: absent (or `ALL`/NULL), a constant, or a parameter (`$n`, 1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Count {
+    Absent,
+    Const(u64),
+    Param(usize),
+}
+
+impl Count {
+    fn value(self) -> Option<u64> {
+        match self {
+            Count::Const(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// As SQL in the shard's `LIMIT`: parameters cast the way PostgreSQL types them.
+    fn sql(self) -> String {
+        match self {
+            Count::Const(n) => n.to_string(),
+            Count::Param(p) => format!("${p}::int8"),
+            Count::Absent => "0".into(),
+        }
+    }
+}
+
+fn count_of(node: Node<'_>, what: &str) -> Result<Count, MergeError> {
     match node {
-        Node::None => Ok(None),
-        Node::A_Const(c) if c.isnull => Ok(None),
+        Node::None => Ok(Count::Absent),
+        Node::A_Const(c) if c.isnull => Ok(Count::Absent),
         Node::A_Const(c) => match c.val() {
             Some(ConstValue::Integer(n)) => u64::try_from(n)
-                .map(Some)
+                .map(Count::Const)
                 .map_err(|_| MergeError::unsupported(format!("negative {what} across shards"))),
-            Some(ConstValue::Float(s)) => {
-                s.parse().map(Some).map_err(|_| MergeError::unsupported(format!("{what} {s} across shards")))
-            }
+            Some(ConstValue::Float(s)) => s
+                .parse()
+                .map(Count::Const)
+                .map_err(|_| MergeError::unsupported(format!("{what} {s} across shards"))),
             _ => Err(MergeError::unsupported(format!("non-integer {what} across shards"))),
         },
-        _ => Err(MergeError::unsupported(format!("{what} that is not a constant across shards"))),
+        Node::ParamRef(p) => usize::try_from(p.number)
+            .ok()
+            .filter(|n| *n >= 1)
+            .map(Count::Param)
+            .ok_or_else(|| MergeError::Syntax(format!("bad parameter in {what}"))),
+        Node::TypeCast(t) if matches!(t.arg(), Node::ParamRef(_)) => count_of(t.arg(), what),
+        _ => Err(MergeError::unsupported(format!(
+            "{what} that is neither a constant nor a parameter across shards"
+        ))),
     }
 }
 
@@ -604,7 +676,15 @@ mod tests {
             refused("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) FROM t").contains("ordered-set")
         );
         assert!(refused("SELECT stddev(DISTINCT x) FROM t").contains("stddev"));
-        assert!(refused("SELECT a FROM t ORDER BY a LIMIT $1").contains("LIMIT"));
+        assert!(refused("SELECT a FROM t ORDER BY a LIMIT a + 1").contains("LIMIT"));
+        assert_eq!(
+            shard("SELECT a FROM t ORDER BY a LIMIT $1 OFFSET $2"),
+            "SELECT a FROM t ORDER BY a LIMIT $1::int8 + $2::int8"
+        );
+        assert_eq!(
+            shard("SELECT a FROM t ORDER BY a LIMIT $1 OFFSET 3"),
+            "SELECT a FROM t ORDER BY a LIMIT $1::int8 + 3"
+        );
         assert!(refused("SELECT g FROM t GROUP BY g HAVING sum(x) + 1 > 2").contains("HAVING"));
         assert_eq!(MergeError::unsupported("x").sqlstate(), "0A000");
     }

@@ -14,7 +14,7 @@ impl Planner<'_> {
         c: &Clauses,
         grouping: bool,
         cols: &mut Vec<OutCol>,
-        pushed_limit: Option<u64>,
+        tail: &str,
     ) -> Result<String, MergeError> {
         let mut targets: Vec<String> = Vec::new();
         let mut extras: Vec<String> = Vec::new();
@@ -80,10 +80,8 @@ impl Planner<'_> {
                 sql.push(' ');
                 sql.push_str(self.tok_text(order..end));
             }
-            if let Some(n) = pushed_limit {
-                sql.push_str(&format!(" LIMIT {n}"));
-            }
         }
+        sql.push_str(tail);
         Ok(sql)
     }
 

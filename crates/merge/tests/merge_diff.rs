@@ -322,6 +322,60 @@ fn corpus() -> Vec<(String, Compare)> {
     q
 }
 
+/// Queries with parameters (text values), run in the extended protocol.
+const PARAMETERIZED: &[(&str, &[Option<&str>], Compare)] = &[
+    (
+        "SELECT id, k FROM t WHERE g = $1 ORDER BY k DESC, id LIMIT $2 OFFSET $3",
+        &[Some("3"), Some("5"), Some("2")],
+        Compare::Ordered,
+    ),
+    ("SELECT id FROM t WHERE k > $1 ORDER BY id LIMIT $2", &[Some("0"), None], Compare::Ordered),
+    ("SELECT id FROM t ORDER BY n DESC NULLS LAST, id OFFSET $1", &[Some("1990")], Compare::Ordered),
+    ("SELECT DISTINCT g FROM t WHERE h < $1 ORDER BY g LIMIT $2", &[Some("10"), Some("3")], Compare::Ordered),
+    (
+        "SELECT g, count(*), avg(n) FROM t WHERE k > $1 GROUP BY g HAVING count(*) > 10 ORDER BY g LIMIT $2",
+        &[Some("-500"), Some("4")],
+        Compare::Ordered,
+    ),
+    (
+        "SELECT h, sum(k) FROM t WHERE s <> $1 GROUP BY h ORDER BY 2 DESC, h LIMIT 3 OFFSET $2",
+        &[Some("alpha"), Some("1")],
+        Compare::Ordered,
+    ),
+];
+
+/// Runs `sql` with `params` through the engine over the shards.
+fn through_merge_params(
+    shards: &mut [Conn],
+    sql: &str,
+    params: &[Option<&str>],
+    binary: bool,
+) -> Result<Outcome, String> {
+    let plan = MergePlan::for_select(sql).map_err(|e| e.sqlstate().to_string())?;
+    let replies: Vec<Vec<Msg>> =
+        shards.iter_mut().map(|c| c.query_extended(plan.shard_sql(), params, binary)).collect();
+    if let Some(err) = replies.iter().flatten().find(|m| m.0 == b'E') {
+        return Err(common::sqlstate(&err.1));
+    }
+    let mut m = Merger::new(&plan, SHARDS, MergeOptions::default());
+    let values: Vec<(Option<&[u8]>, bool)> = params.iter().map(|p| (p.map(str::as_bytes), false)).collect();
+    m.bind_params(&values).map_err(|e| e.sqlstate().to_string())?;
+    let fail = |e: MergeError| e.sqlstate().to_string();
+    for (s, reply) in replies.iter().enumerate() {
+        for (tag, body) in reply {
+            match tag {
+                b'T' => m.row_description(s, body).map_err(fail)?,
+                b'D' => m.data_row(s, body).map_err(fail)?,
+                b'C' => m.shard_done(s).map_err(fail)?,
+                _ => {}
+            }
+        }
+    }
+    let mut out = BytesMut::new();
+    assert_eq!(m.drain(&mut out).map_err(fail)?, Drained::Finished, "{sql}");
+    outcome(&frames(&out))
+}
+
 /// Refused by the engine (0A000), never answered per shard.
 const REFUSED: &[&str] = &[
     "SELECT id, row_number() OVER (ORDER BY id) FROM t",
@@ -409,6 +463,23 @@ fn merged_results_equal_the_reference() {
             failures.push(format!("{sql}\n   reference: {}\n   merged:    {}", brief(&want), brief(&got)));
         }
     }
+    // The extended protocol with parameters, LIMIT/OFFSET among them, in both formats.
+    for (sql, params, how) in PARAMETERIZED {
+        for binary in [false, true] {
+            let want = outcome(&reference.query_extended(sql, params, binary));
+            let got = through_merge_params(&mut shards, sql, params, binary);
+            let ok = match (&want, &got) {
+                (Ok(w), Ok(g)) => same(w, g, *how),
+                (Err(w), Err(g)) => w == g,
+                _ => false,
+            };
+            if !ok {
+                failures.push(format!(
+                    "[params {params:?} binary {binary}] {sql}\n   reference: {want:?}\n   merged: {got:?}"
+                ));
+            }
+        }
+    }
     for sql in REFUSED {
         match MergePlan::for_select(sql) {
             Err(e) if e.sqlstate() == "0A000" => {}
@@ -416,9 +487,10 @@ fn merged_results_equal_the_reference() {
         }
     }
     println!(
-        "{} corpus queries ({} also in binary format), {} refused queries, {} failures",
+        "{} corpus queries ({} also in binary format), {} parameterized queries (text and binary), {} refused queries, {} failures",
         corpus.len(),
         binary_runs,
+        PARAMETERIZED.len(),
         REFUSED.len(),
         failures.len()
     );

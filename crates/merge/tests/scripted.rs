@@ -171,3 +171,22 @@ fn random_bytes_never_panic() {
         let _ = m.drain(&mut BytesMut::new());
     }
 }
+
+#[test]
+fn limit_parameters_must_be_bound() {
+    let p = plan("SELECT k FROM t ORDER BY k LIMIT $1 OFFSET $2");
+    assert_eq!(p.limit_params(), (Some(1), Some(2)));
+    let mut m = Merger::new(&p, 1, MergeOptions::default());
+    m.row_description(0, &desc(&[("k", 23)])).expect("describe");
+    for k in ["1", "2", "3", "4"] {
+        m.data_row(0, &row(&[Some(k)])).expect("row");
+    }
+    m.shard_done(0).expect("done");
+    assert!(matches!(m.drain(&mut BytesMut::new()), Err(MergeError::Protocol(_))));
+    // LIMIT 2 (binary int8) OFFSET 1 (text).
+    m.bind_params(&[(Some(&2i64.to_be_bytes()[..]), true), (Some(&b"1"[..]), false)]).expect("bind");
+    let mut out = BytesMut::new();
+    assert_eq!(m.drain(&mut out).expect("drain"), Drained::Finished);
+    let o = outcome(&frames(&out)).expect("outcome");
+    assert_eq!(o.rows, [vec![Some("2".to_string())], vec![Some("3".to_string())]]);
+}

@@ -80,12 +80,27 @@ impl Conn {
     /// Runs one query in the extended protocol (unnamed statement and portal), asking for
     /// every result column in binary format; every message up to ReadyForQuery.
     pub fn query_binary(&mut self, sql: &str) -> Vec<Msg> {
+        self.query_extended(sql, &[], true)
+    }
+
+    /// Parse, Bind (text parameters, `None` for NULL; all results binary or all text),
+    /// Describe, Execute, Sync; every message up to ReadyForQuery.
+    pub fn query_extended(&mut self, sql: &str, params: &[Option<&str>], binary: bool) -> Vec<Msg> {
         let mut parse = vec![0u8];
         parse.extend_from_slice(sql.as_bytes());
         parse.extend_from_slice(&[0, 0, 0]);
-        // Bind: portal "", statement "", no parameter formats, no parameters, one result
-        // format code (binary) for all columns.
-        let bind = [0u8, 0, 0, 0, 0, 0, 0, 1, 0, 1];
+        let mut bind = vec![0u8, 0, 0, 0];
+        bind.extend_from_slice(&(params.len() as i16).to_be_bytes());
+        for p in params {
+            match p {
+                Some(v) => {
+                    bind.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                    bind.extend_from_slice(v.as_bytes());
+                }
+                None => bind.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        bind.extend_from_slice(&[0, 1, 0, u8::from(binary)]);
         let mut msgs = frame(Some(b'P'), &parse);
         msgs.extend(frame(Some(b'B'), &bind));
         msgs.extend(frame(Some(b'D'), b"P\0"));
