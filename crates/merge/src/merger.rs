@@ -279,6 +279,18 @@ impl Merger {
                 self.templates.push(Some(acc));
             }
         }
+        // Every column the plan refers to must exist (an ordinal past the select list is the
+        // shards' error to report; it must not become ours to panic on).
+        let mut refs: Vec<ColRef> = spec.sort.iter().map(|k| k.col).collect();
+        if let Distinct::On(cols) = &spec.distinct {
+            refs.extend(cols);
+        }
+        if let Some(g) = &spec.grouping {
+            refs.extend(&g.keys);
+        }
+        if let Some(bad) = refs.iter().map(|c| idx(*c)).find(|c| *c >= merged) {
+            return Err(MergeError::Syntax(format!("column position {} is not in the select list", bad + 1)));
+        }
         let sort: Vec<(usize, bool, bool)> =
             spec.sort.iter().map(|k| (idx(k.col), k.desc, k.nulls_first)).collect();
         for &(c, _, _) in &sort {

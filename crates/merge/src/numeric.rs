@@ -228,10 +228,15 @@ impl std::fmt::Display for Numeric {
 }
 
 impl Dec {
-    fn rescaled(&self, scale: u32) -> Vec<u32> {
+    /// The magnitude at a larger-or-equal scale; borrowed when the scale is already right
+    /// (the common case: a column's values share one scale).
+    fn rescaled(&self, scale: u32) -> std::borrow::Cow<'_, [u32]> {
+        if scale == self.scale {
+            return std::borrow::Cow::Borrowed(&self.mag);
+        }
         let mut mag = self.mag.clone();
         mul_pow10(&mut mag, scale - self.scale);
-        mag
+        std::borrow::Cow::Owned(mag)
     }
 
     fn add(&self, other: &Dec) -> Dec {

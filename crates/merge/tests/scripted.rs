@@ -126,6 +126,20 @@ fn schema_drift_and_protocol_errors_are_reported() {
 }
 
 #[test]
+fn ordinal_past_the_select_list_is_an_error_not_a_panic() {
+    for sql in [
+        "SELECT * FROM t ORDER BY 3",
+        "SELECT g, count(*) FROM t GROUP BY 5",
+        "SELECT DISTINCT ON (4) a FROM t",
+    ] {
+        let p = plan(sql);
+        let mut m = Merger::new(&p, 1, MergeOptions::default());
+        let e = m.row_description(0, &desc(&[("a", 23), ("count", 20)])).expect_err(sql);
+        assert_eq!(e.sqlstate(), "42601", "{sql}");
+    }
+}
+
+#[test]
 fn text_order_refused_under_other_collations() {
     let p = plan("SELECT s FROM t ORDER BY s");
     let mut m = Merger::new(&p, 1, MergeOptions { memory_budget: 1 << 20, text_order: TextOrder::Refuse });
@@ -189,4 +203,71 @@ fn limit_parameters_must_be_bound() {
     assert_eq!(m.drain(&mut out).expect("drain"), Drained::Finished);
     let o = outcome(&frames(&out)).expect("outcome");
     assert_eq!(o.rows, [vec![Some("2".to_string())], vec![Some("3".to_string())]]);
+}
+
+/// Throughput of the merge itself (run in release: `cargo test --release -p merge --test
+/// scripted -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn merge_throughput() {
+    const SHARDS: usize = 4;
+    const PER_SHARD: usize = 250_000;
+    let timed = |sql: &str, cols: &[(&str, u32)], make: &dyn Fn(usize, usize) -> Vec<u8>| {
+        let p = plan(sql);
+        let mut m =
+            Merger::new(&p, SHARDS, MergeOptions { memory_budget: 1 << 30, text_order: TextOrder::Bytes });
+        let rows: Vec<Vec<Vec<u8>>> =
+            (0..SHARDS).map(|s| (0..PER_SHARD).map(|i| make(s, i)).collect()).collect();
+        let d = desc(cols);
+        let start = std::time::Instant::now();
+        let mut out = BytesMut::new();
+        let mut next = [0usize; SHARDS];
+        for s in 0..SHARDS {
+            m.row_description(s, &d).expect("describe");
+        }
+        let mut emitted = 0usize;
+        loop {
+            if m.drain(&mut out).expect("drain") == Drained::Finished {
+                break;
+            }
+            emitted += out.len();
+            out.clear();
+            for s in 0..SHARDS {
+                // Feed in batches, as a socket read would deliver them.
+                for _ in 0..64 {
+                    if !m.needs_input(s) && next[s] > 0 {
+                        break;
+                    }
+                    match rows[s].get(next[s]) {
+                        Some(r) => m.data_row(s, r).expect("row"),
+                        None => {
+                            m.shard_done(s).expect("done");
+                            break;
+                        }
+                    }
+                    next[s] += 1;
+                }
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let n = SHARDS * PER_SHARD;
+        println!(
+            "{sql}: {n} rows in {secs:.3} s = {:.0} rows/s ({} output bytes)",
+            n as f64 / secs,
+            emitted + out.len()
+        );
+    };
+    timed("SELECT id, s FROM t ORDER BY id", &[("id", 20), ("s", 25)], &|s, i| {
+        let id = (i * SHARDS + s).to_string();
+        row(&[Some(&id), Some("some payload text")])
+    });
+    timed(
+        "SELECT g, count(*), sum(n), avg(n) FROM t GROUP BY g",
+        &[("g", 23), ("count", 20), ("sum", 1700), ("sum", 1700), ("count", 20)],
+        &|s, i| {
+            let g = (i % 1000).to_string();
+            let n = format!("{}.{:010}", i * 7 + s, i);
+            row(&[Some(&g), Some("3"), Some(&n), Some(&n), Some("3")])
+        },
+    );
 }
