@@ -116,12 +116,17 @@ fn operand(node: Node<'_>, resolve: &mut Resolve<'_>) -> Result<Operand, MergeEr
 pub(crate) type Cell<'a> = (Option<&'a [u8]>, Class, u32);
 
 /// Evaluates `cond`; `None` is SQL's unknown (the group is dropped, like `false`).
-pub(crate) fn eval<'a>(cond: &Cond, cell: &dyn Fn(ColRef) -> Cell<'a>) -> Result<Option<bool>, MergeError> {
+/// `text_order`: byte order is the collation's order (else `<`/`>` on text are refused).
+pub(crate) fn eval<'a>(
+    cond: &Cond,
+    cell: &dyn Fn(ColRef) -> Cell<'a>,
+    text_order: bool,
+) -> Result<Option<bool>, MergeError> {
     Ok(match cond {
         Cond::And(args) => {
             let mut out = Some(true);
             for a in args {
-                match eval(a, cell)? {
+                match eval(a, cell, text_order)? {
                     Some(false) => return Ok(Some(false)),
                     None => out = None,
                     Some(true) => {}
@@ -132,7 +137,7 @@ pub(crate) fn eval<'a>(cond: &Cond, cell: &dyn Fn(ColRef) -> Cell<'a>) -> Result
         Cond::Or(args) => {
             let mut out = Some(false);
             for a in args {
-                match eval(a, cell)? {
+                match eval(a, cell, text_order)? {
                     Some(true) => return Ok(Some(true)),
                     None => out = None,
                     Some(false) => {}
@@ -140,7 +145,7 @@ pub(crate) fn eval<'a>(cond: &Cond, cell: &dyn Fn(ColRef) -> Cell<'a>) -> Result
             }
             out
         }
-        Cond::Not(a) => eval(a, cell)?.map(|b| !b),
+        Cond::Not(a) => eval(a, cell, text_order)?.map(|b| !b),
         Cond::IsNull { arg, negated } => {
             let null = match arg {
                 Operand::Col(c) => cell(*c).0.is_none(),
@@ -162,6 +167,11 @@ pub(crate) fn eval<'a>(cond: &Cond, cell: &dyn Fn(ColRef) -> Cell<'a>) -> Result
                 }
                 _ => (Class::Text, 25),
             };
+            if typed.0.is_text() && !text_order && !matches!(op, CmpOp::Eq | CmpOp::Ne) {
+                return Err(MergeError::unsupported(
+                    "ordering comparison of text in HAVING under a non-C collation",
+                ));
+            }
             let (Some(a), Some(b)) = (value_of(left, cell, typed)?, value_of(right, cell, typed)?) else {
                 return Ok(None);
             };

@@ -49,6 +49,11 @@ impl ListAcc {
         Ok(ListAcc { list: list.clone(), keys, items: Vec::new() })
     }
 
+    /// Whether the aggregate's ORDER BY compares text.
+    pub fn orders_text(&self) -> bool {
+        self.keys.iter().any(|(class, _)| class.is_text())
+    }
+
     /// The client-facing type when it is not the value part's array type.
     pub fn out_type(&self) -> Option<(u32, i16)> {
         match self.list.func {

@@ -276,6 +276,11 @@ impl Merger {
                 if let Acc::Best { class, .. } = &acc {
                     self.check_text_order(*class, "min/max")?;
                 }
+                if let Acc::List(l) = &acc {
+                    if l.orders_text() {
+                        self.check_text_order(Class::Text, "an aggregate's ORDER BY")?;
+                    }
+                }
                 self.templates.push(Some(acc));
             }
         }
@@ -293,8 +298,10 @@ impl Merger {
         }
         let sort: Vec<(usize, bool, bool)> =
             spec.sort.iter().map(|k| (idx(k.col), k.desc, k.nulls_first)).collect();
-        for &(c, _, _) in &sort {
-            self.check_text_order(types[c].0, "ORDER BY")?;
+        for (k, &(c, _, _)) in spec.sort.iter().zip(&sort) {
+            if !k.bytewise {
+                self.check_text_order(types[c].0, "ORDER BY")?;
+            }
             if types[c].0 == Class::Opaque || types[c].0 == Class::Canonical {
                 return Err(MergeError::unsupported(format!(
                     "ORDER BY a value of type OID {} across shards",
@@ -633,7 +640,8 @@ impl Merger {
                     let i = idx(c);
                     (texts[i].as_deref(), layout.types[i].0, layout.types[i].1)
                 };
-                if having::eval(cond, &cell)? != Some(true) {
+                let text_order = self.opts.text_order == TextOrder::Bytes;
+                if having::eval(cond, &cell, text_order)? != Some(true) {
                     continue;
                 }
             }

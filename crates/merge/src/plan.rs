@@ -29,6 +29,8 @@ pub(crate) struct SortKey {
     pub col: ColRef,
     pub desc: bool,
     pub nulls_first: bool,
+    /// `COLLATE "C"` (or POSIX): byte order whatever the database's collation.
+    pub bytewise: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -409,7 +411,9 @@ impl<'s> Planner<'s> {
                 _ => desc,
             };
             let col = self.resolve(sb.node(), r, items, grouping, true)?;
-            keys.push(SortKey { col, desc, nulls_first });
+            // resolve() refused any other explicit collation.
+            let bytewise = matches!(sb.node(), Node::CollateClause(_));
+            keys.push(SortKey { col, desc, nulls_first, bytewise });
         }
         Ok(keys)
     }

@@ -11,7 +11,7 @@ mod common;
 use bytes::BytesMut;
 use common::{frames, outcome, Conn, Msg, Outcome};
 use harness::{Cluster, ClusterOptions, HbaAuth};
-use merge::{Drained, MergeError, MergeOptions, MergePlan, Merger};
+use merge::{Drained, MergeError, MergeOptions, MergePlan, Merger, TextOrder};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -113,7 +113,8 @@ fn rows() -> Vec<(i64, String)> {
 const DDL: &str = "CREATE TABLE t (id int8 PRIMARY KEY, g int4, h int2 NOT NULL, k int4, n numeric(30,10), \
                    m numeric, f float8, s text, b bool, ts timestamp, tz timestamptz, d date, u uuid);";
 
-fn load(pg: &Cluster) {
+/// Creates `{prefix}reference` and `{prefix}s0..` with `create` appended to each CREATE DATABASE.
+fn load(pg: &Cluster, prefix: &str, create: &str) {
     let rows = rows();
     let mut per: Vec<Vec<&str>> = vec![Vec::new(); SHARDS];
     for (id, tuple) in &rows {
@@ -129,17 +130,22 @@ fn load(pg: &Cluster) {
         sql.push_str("ANALYZE t;\n");
         pg.psql(db, &sql).expect("load");
     };
-    pg.psql("postgres", "CREATE DATABASE reference;").expect("create reference");
-    insert("reference", &all);
+    pg.psql("postgres", &format!("CREATE DATABASE {prefix}reference {create};")).expect("create reference");
+    insert(&format!("{prefix}reference"), &all);
     for (i, tuples) in per.iter().enumerate() {
-        pg.psql("postgres", &format!("CREATE DATABASE s{i};")).expect("create shard");
+        pg.psql("postgres", &format!("CREATE DATABASE {prefix}s{i} {create};")).expect("create shard");
         assert!(!tuples.is_empty(), "every shard holds rows");
-        insert(&format!("s{i}"), tuples);
+        insert(&format!("{prefix}s{i}"), tuples);
     }
 }
 
 /// Runs `sql` through the engine over the shards.
-fn through_merge(shards: &mut [Conn], sql: &str, binary: bool) -> Result<Outcome, String> {
+fn through_merge(
+    shards: &mut [Conn],
+    sql: &str,
+    binary: bool,
+    opts: MergeOptions,
+) -> Result<Outcome, String> {
     let plan = MergePlan::for_select(sql).map_err(|e| e.sqlstate().to_string())?;
     let replies: Vec<Vec<Msg>> = shards
         .iter_mut()
@@ -148,7 +154,7 @@ fn through_merge(shards: &mut [Conn], sql: &str, binary: bool) -> Result<Outcome
     if let Some(err) = replies.iter().flatten().find(|m| m.0 == b'E') {
         return Err(common::sqlstate(&err.1));
     }
-    let mut m = Merger::new(&plan, SHARDS, MergeOptions::default());
+    let mut m = Merger::new(&plan, SHARDS, opts);
     let mut next = [0usize; SHARDS];
     let mut out = BytesMut::new();
     let fail = |e: MergeError| e.sqlstate().to_string();
@@ -423,7 +429,7 @@ fn same(a: &Outcome, b: &Outcome, how: Compare) -> bool {
 #[test]
 fn merged_results_equal_the_reference() {
     let pg = Cluster::start(ClusterOptions::default().auth(HbaAuth::Trust)).expect("start PostgreSQL");
-    load(&pg);
+    load(&pg, "", "");
     let mut reference = Conn::connect(pg.host(), pg.port(), "reference");
     let mut shards: Vec<Conn> =
         (0..SHARDS).map(|i| Conn::connect(pg.host(), pg.port(), &format!("s{i}"))).collect();
@@ -440,7 +446,7 @@ fn merged_results_equal_the_reference() {
     for (sql, how, binary) in runs {
         binary_runs += usize::from(binary);
         let want = outcome(&if binary { reference.query_binary(sql) } else { reference.query(sql) });
-        let got = through_merge(&mut shards, sql, binary);
+        let got = through_merge(&mut shards, sql, binary, MergeOptions::default());
         if let Ok(w) = &want {
             assert!(w.columns.iter().all(|c| c.2 == i16::from(binary)), "result format of {sql}");
         }
@@ -496,4 +502,45 @@ fn merged_results_equal_the_reference() {
     );
     assert!(corpus.len() >= 150, "corpus has {} queries", corpus.len());
     assert!(failures.is_empty(), "{} of {} differ:\n{}", failures.len(), corpus.len(), failures.join("\n"));
+}
+
+/// The same corpus in databases whose collation is ICU's `en-US` (not byte order), merged with
+/// `TextOrder::Refuse`: every answer is the reference's, or the documented 0A000 — never a
+/// different order.
+#[test]
+fn non_c_collation_gives_the_same_rows_or_a_clear_error() {
+    let pg = Cluster::start(ClusterOptions::default().auth(HbaAuth::Trust)).expect("start PostgreSQL");
+    load(&pg, "icu_", "TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'");
+    let mut reference = Conn::connect(pg.host(), pg.port(), "icu_reference");
+    let mut shards: Vec<Conn> =
+        (0..SHARDS).map(|i| Conn::connect(pg.host(), pg.port(), &format!("icu_s{i}"))).collect();
+    let opts = MergeOptions { text_order: TextOrder::Refuse, ..MergeOptions::default() };
+    let (mut same_rows, mut refused, mut failures) = (0, Vec::new(), Vec::new());
+    for (sql, how) in corpus() {
+        let want = outcome(&reference.query(&sql));
+        match (want, through_merge(&mut shards, &sql, false, opts)) {
+            (Ok(w), Ok(g)) if same(&w, &g, how) => same_rows += 1,
+            (Err(w), Err(g)) if w == g => same_rows += 1,
+            (_, Err(e)) if e == "0A000" => refused.push(sql),
+            (w, g) => failures.push(format!("{sql}\n   reference: {w:?}\n   merged: {g:?}")),
+        }
+    }
+    for r in &refused {
+        println!("refused under ICU: {r}");
+    }
+    println!(
+        "ICU collation: {same_rows} identical, {} refused with 0A000, {} wrong",
+        refused.len(),
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for must in [
+        "SELECT id, s FROM t ORDER BY s, id",
+        "SELECT min(s) FROM t",
+        "SELECT string_agg(s, ',' ORDER BY s, id) FROM t",
+    ] {
+        assert!(refused.iter().any(|r| r == must), "{must} should be refused under ICU");
+    }
+    // Ordering by anything but text still merges.
+    assert!(same_rows > 250, "only {same_rows} queries merged");
 }
