@@ -454,10 +454,12 @@ impl<'s> Planner<'s> {
         r: std::ops::Range<usize>,
         items: &[Item<'_>],
         grouping: bool,
-        ordinals: bool,
+        output_refs: bool,
     ) -> Result<ColRef, MergeError> {
+        // ORDER BY, GROUP BY and DISTINCT ON may name output columns by position or alias;
+        // HAVING may not (PostgreSQL reports the unknown column, so the shard will too).
         if let Node::A_Const(c) = node {
-            if let (true, Some(ConstValue::Integer(k))) = (ordinals, c.val()) {
+            if let (true, Some(ConstValue::Integer(k))) = (output_refs, c.val()) {
                 let k = usize::try_from(k)
                     .ok()
                     .filter(|k| *k >= 1)
@@ -473,7 +475,7 @@ impl<'s> Planner<'s> {
                 return Err(MergeError::unsupported(format!("ordering by COLLATE {name:?} across shards")));
             }
         }
-        if let Node::ColumnRef(cr) = node {
+        if let (Node::ColumnRef(cr), true) = (node, output_refs) {
             let fields: Vec<_> = cr.fields().iter().collect();
             if let [Node::String(f)] = fields.as_slice() {
                 let name = f.sval().unwrap_or("");
@@ -690,6 +692,11 @@ mod tests {
             "SELECT a FROM t ORDER BY a LIMIT $1::int8 + 3"
         );
         assert!(refused("SELECT g FROM t GROUP BY g HAVING sum(x) + 1 > 2").contains("HAVING"));
+        // An output alias in HAVING is pushed as a column, so the shard reports it unknown.
+        assert_eq!(
+            shard("SELECT g, count(*) AS n FROM t GROUP BY g HAVING n > 1"),
+            "SELECT g, count(*) AS n, n FROM t GROUP BY g"
+        );
         assert_eq!(MergeError::unsupported("x").sqlstate(), "0A000");
     }
 }

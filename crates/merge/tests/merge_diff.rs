@@ -293,6 +293,9 @@ fn corpus() -> Vec<(String, Compare)> {
     add("SELECT g, h FROM t GROUP BY g, h HAVING g = 3 ORDER BY h", Ordered);
     add("SELECT g FROM t GROUP BY g HAVING max(ts) > '2029-06-01' ORDER BY g", Ordered);
     add("SELECT count(*) FROM t HAVING count(*) > 1000000", Ordered);
+    add("SELECT g, count(*) AS n FROM t GROUP BY g HAVING n > 1", Ordered);
+    add("SELECT g, k FROM t GROUP BY g", Ordered);
+    add("SELECT id FROM t ORDER BY nosuchcolumn", Ordered);
     add("SELECT g FROM t GROUP BY g ORDER BY max(k) DESC NULLS LAST, g", Ordered);
     add("SELECT h FROM t GROUP BY h ORDER BY count(*) DESC, h LIMIT 3", Ordered);
     add("SELECT DISTINCT count(*) FROM t GROUP BY g", Unordered);
