@@ -37,7 +37,12 @@ impl Sum {
         let v = value::decode(Class::of(oid), oid, text)?;
         match (self, v) {
             (Sum::Int(s), Value::Int(x)) => *s = Some(s.unwrap_or(0) + i128::from(x)),
-            (Sum::Num(s), Value::Num(x)) => *s = Some(s.take().map_or(x.clone(), |a| a.add(&x))),
+            (Sum::Num(s), Value::Num(x)) => {
+                *s = Some(match s.take() {
+                    Some(a) => a.add(&x),
+                    None => x,
+                })
+            }
             (Sum::Num(s), Value::Int(x)) => {
                 let x = Numeric::from_i64(x);
                 *s = Some(s.take().map_or(x.clone(), |a| a.add(&x)));

@@ -58,6 +58,8 @@ pub enum Drained {
 const ROW_BYTES: usize = 48;
 
 struct Row {
+    /// The shard's DataRow body, forwarded as it came when the row has no hidden columns.
+    body: Option<Bytes>,
     cells: Vec<Option<Bytes>>,
     keys: Vec<Option<Value>>,
     size: usize,
@@ -365,12 +367,17 @@ impl Merger {
 
     /// A shard's DataRow (the message body).
     pub fn data_row(&mut self, shard: usize, body: &[u8]) -> Result<(), MergeError> {
+        self.data_row_bytes(shard, Bytes::copy_from_slice(body))
+    }
+
+    /// [`Merger::data_row`] for a body the caller already holds as `Bytes` (no copy: cells
+    /// are slices of it, and a row without hidden columns is forwarded as these bytes).
+    pub fn data_row_bytes(&mut self, shard: usize, bytes: Bytes) -> Result<(), MergeError> {
         if !self.input(shard)?.described {
             return Err(MergeError::Protocol(format!(
                 "DataRow from shard {shard} before its RowDescription"
             )));
         }
-        let bytes = Bytes::copy_from_slice(body);
         let msg =
             BackendMessage::parse_body(b'D', &bytes).map_err(|e| MergeError::Protocol(e.to_string()))?;
         let BackendMessage::DataRow(dr) = msg else {
@@ -393,9 +400,10 @@ impl Merger {
             return self.accumulate(cells);
         }
         let keys = merged_sort_keys(layout, &cells, true)?;
-        let size = body.len() + ROW_BYTES + keys.len() * 32;
+        let body = (layout.visible == layout.shard.len()).then(|| bytes.clone());
+        let size = bytes.len() + ROW_BYTES + keys.len() * 32;
         self.charge(size)?;
-        self.input(shard)?.rows.push_back(Row { cells, keys, size });
+        self.input(shard)?.rows.push_back(Row { body, cells, keys, size });
         Ok(())
     }
 
@@ -584,6 +592,11 @@ impl Merger {
             }
         }
         let visible = layout.visible;
+        if let Some(body) = &row.body {
+            wire::build::frame(out, b'D', |b| b.put_slice(body));
+            self.emitted += 1;
+            return Ok(self.spec.as_ref().and_then(|s| s.limit).is_none_or(|l| self.emitted < l));
+        }
         wire::build::frame(out, b'D', |b| {
             b.put_i16(visible as i16);
             for cell in row.cells.iter().take(visible) {
@@ -646,7 +659,7 @@ impl Merger {
                 }
             }
             let keys = merged_sort_keys(layout, &texts, false)?;
-            rows.push(Row { cells, keys, size: 0 });
+            rows.push(Row { body: None, cells, keys, size: 0 });
         }
         if !layout.sort.is_empty() {
             rows.sort_by(|a, b| compare_rows(layout, a, b));
