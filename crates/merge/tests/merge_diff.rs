@@ -402,7 +402,7 @@ const REFUSED: &[&str] = &[
 ];
 
 fn same(a: &Outcome, b: &Outcome, how: Compare) -> bool {
-    if a.columns != b.columns || a.tag != b.tag {
+    if a.columns != b.columns || a.details != b.details || a.tag != b.tag {
         return false;
     }
     match how {

@@ -143,13 +143,16 @@ pub fn field(body: &[u8], code: u8) -> String {
 pub struct Outcome {
     /// (name, type OID, format code) per column.
     pub columns: Vec<(String, u32, i16)>,
+    /// (column number, type length, type modifier) per column; the table OID is left out
+    /// (it differs between databases).
+    pub details: Vec<(i16, i16, i32)>,
     pub rows: Vec<Vec<Option<String>>>,
     pub tag: String,
 }
 
 /// Reads RowDescription, DataRows and CommandComplete frames (tag + body each).
 pub fn outcome(msgs: &[Msg]) -> Result<Outcome, String> {
-    let mut o = Outcome { columns: Vec::new(), rows: Vec::new(), tag: String::new() };
+    let mut o = Outcome { columns: Vec::new(), details: Vec::new(), rows: Vec::new(), tag: String::new() };
     for (tag, body) in msgs {
         match tag {
             b'T' => {
@@ -161,8 +164,12 @@ pub fn outcome(msgs: &[Msg]) -> Result<Outcome, String> {
                     p = end + 1;
                     let oid = u32::from_be_bytes([body[p + 6], body[p + 7], body[p + 8], body[p + 9]]);
                     let format = i16::from_be_bytes([body[p + 16], body[p + 17]]);
+                    let attnum = i16::from_be_bytes([body[p + 4], body[p + 5]]);
+                    let len = i16::from_be_bytes([body[p + 10], body[p + 11]]);
+                    let typmod = i32::from_be_bytes([body[p + 12], body[p + 13], body[p + 14], body[p + 15]]);
                     p += 18;
                     o.columns.push((name, oid, format));
+                    o.details.push((attnum, len, typmod));
                 }
             }
             b'D' => {
