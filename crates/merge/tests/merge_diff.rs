@@ -513,6 +513,16 @@ fn merged_results_equal_the_reference() {
 #[test]
 fn non_c_collation_gives_the_same_rows_or_a_clear_error() {
     let pg = Cluster::start(ClusterOptions::default().auth(HbaAuth::Trust)).expect("start PostgreSQL");
+    // The PostgreSQL 18 wheel is built without ICU (and the machines have no libc locale but
+    // C): there is no non-C collation to test against, and the PostgreSQL 15 run covers it.
+    if let Err(e) = pg.psql(
+        "postgres",
+        "CREATE DATABASE icu_probe TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US';",
+    ) {
+        assert!(e.to_string().contains("ICU is not supported"), "{e}");
+        eprintln!("skipped: this PostgreSQL build has no ICU");
+        return;
+    }
     load(&pg, "icu_", "TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'");
     let mut reference = Conn::connect(pg.host(), pg.port(), "icu_reference");
     let mut shards: Vec<Conn> =
