@@ -16,6 +16,10 @@
 //!             only for shards with nothing buffered, so read those first).
 //! ```
 //!
+//! The RowDescription comes first, as soon as one shard has described its columns: in the
+//! extended protocol it is the answer to Describe (a session whose client did not Describe
+//! drops that frame), and Execute's output is the DataRows and CommandComplete after it.
+//!
 //! Every error carries its SQLSTATE ([`MergeError::sqlstate`]). Supported: plain
 //! concatenation; ORDER BY on columns and expressions (hidden sort columns), ASC/DESC, NULLS
 //! FIRST/LAST; LIMIT/OFFSET constants or parameters (pushed as `LIMIT n+offset`); DISTINCT, DISTINCT ON;
