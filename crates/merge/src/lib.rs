@@ -1,0 +1,49 @@
+//! pgvia's merge engine for cross-shard reads, with no I/O: a SELECT is planned into the
+//! query each shard runs and a merge that turns the shards' rows into exactly what one
+//! PostgreSQL holding all the rows would return (rows, order, column types, `SELECT n`).
+//!
+//! ```text
+//! let plan = MergePlan::for_select(sql)?;            // Unsupported(..) => 0A000 to the client
+//! send plan.shard_sql() to every shard;               // plan.is_plain(): nothing to merge
+//! let mut m = Merger::new(&plan, shards, MergeOptions::default());
+//! if LIMIT/OFFSET are parameters (plan.limit_params()): m.bind_params(&bind_values)?
+//! per shard:  RowDescription body -> m.row_description(shard, body)?
+//!             DataRow body        -> m.data_row(shard, body)?
+//!             CommandComplete     -> m.shard_done(shard)?
+//! after feeding: m.drain(&mut out)? writes finished frames (RowDescription once, DataRows,
+//!             CommandComplete at the end) and returns NeedInput or Finished;
+//!             m.needs_input(shard) says whose rows it waits for (an ORDER BY merge waits
+//!             only for shards with nothing buffered, so read those first).
+//! ```
+//!
+//! The RowDescription comes first, as soon as one shard has described its columns: in the
+//! extended protocol it is the answer to Describe (a session whose client did not Describe
+//! drops that frame), and Execute's output is the DataRows and CommandComplete after it.
+//!
+//! Every error carries its SQLSTATE ([`MergeError::sqlstate`]). Supported: plain
+//! concatenation; ORDER BY on columns and expressions (hidden sort columns), ASC/DESC, NULLS
+//! FIRST/LAST; LIMIT/OFFSET constants or parameters (pushed as `LIMIT n+offset`); DISTINCT, DISTINCT ON;
+//! `count`, `count(DISTINCT)`, `sum`, `sum(DISTINCT)`, `min`, `max`, `avg`, `avg(DISTINCT)`,
+//! `bool_and`, `bool_or`, `every`, the `stddev`/`variance` family, `string_agg`/`array_agg`/`jsonb_agg`/`json_agg` with their
+//! ORDER BY (all with FILTER); GROUP BY on columns and expressions;
+//! HAVING of comparisons over aggregates, grouping columns and constants. See
+//! `docs/sharding.md` for what is refused and why.
+
+mod accum;
+mod agg;
+mod binary;
+mod error;
+mod having;
+mod lex;
+mod listagg;
+mod merger;
+mod numeric;
+mod plan;
+mod rewrite;
+mod scan;
+mod value;
+mod variance;
+
+pub use error::MergeError;
+pub use merger::{Drained, MergeOptions, Merger, TextOrder};
+pub use plan::MergePlan;

@@ -1,0 +1,768 @@
+//! The streaming merger: fed each shard's RowDescription, DataRows and end, it writes the
+//! client's RowDescription, DataRows and `SELECT n` as wire frames.
+//!
+//! Without aggregates, rows stream: ORDER BY is a k-way merge that emits a row only when
+//! every unfinished shard has one buffered (so it is the smallest of all that can still
+//! come), DISTINCT keeps a set of the keys seen (or, under a DISTINCT ON order, only the
+//! last key), OFFSET/LIMIT count after the merge. With aggregates, groups accumulate in a
+//! map until every shard is done, then HAVING, ORDER BY and LIMIT apply. All buffered state
+//! counts against the memory budget.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use wire::backend::BackendMessage;
+
+use crate::accum::{Acc, ACC_BYTES};
+use crate::binary;
+use crate::error::MergeError;
+use crate::having;
+use crate::plan::{ColRef, Count, Distinct, MergePlan, OutCol, PlanKind, Spec};
+use crate::value::{self, Class, Value};
+
+/// How text is ordered across shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextOrder {
+    /// Byte order: PostgreSQL's order under the `C`/`POSIX` collations.
+    Bytes,
+    /// The database's collation is not byte order: ordering text (ORDER BY, min/max) fails
+    /// with SQLSTATE 0A000 instead of giving a different order than PostgreSQL's.
+    Refuse,
+}
+
+/// Limits of one merge.
+#[derive(Debug, Clone, Copy)]
+pub struct MergeOptions {
+    /// Bytes of buffered rows, groups and DISTINCT keys a merge may hold (approximate).
+    pub memory_budget: usize,
+    pub text_order: TextOrder,
+}
+
+impl Default for MergeOptions {
+    fn default() -> Self {
+        MergeOptions { memory_budget: 64 << 20, text_order: TextOrder::Bytes }
+    }
+}
+
+/// What [`Merger::drain`] left the merge in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// More input is needed; [`Merger::needs_input`] says from which shards.
+    NeedInput,
+    /// CommandComplete was written; remaining shard input (past a LIMIT) can be discarded.
+    Finished,
+}
+
+/// Per-row bookkeeping bytes, on top of the values, for the memory budget.
+const ROW_BYTES: usize = 48;
+
+struct Row {
+    /// The shard's DataRow body, forwarded as it came when the row has no hidden columns.
+    body: Option<Bytes>,
+    cells: Vec<Option<Bytes>>,
+    keys: Vec<Option<Value>>,
+    size: usize,
+}
+
+#[derive(Default)]
+struct Input {
+    described: bool,
+    done: bool,
+    rows: VecDeque<Row>,
+}
+
+/// Column facts fixed by the first RowDescription.
+struct Layout {
+    /// Shard columns: (type OID, format).
+    shard: Vec<(u32, i16)>,
+    visible: usize,
+    hidden: usize,
+    /// Merged columns' (class, type OID).
+    types: Vec<(Class, u32)>,
+    /// Merged columns' formats (0 text, 1 binary): the first part's.
+    formats: Vec<i16>,
+    /// Merged column of each sort key, with its direction.
+    sort: Vec<(usize, bool, bool)>,
+    distinct: Option<Vec<usize>>,
+}
+
+struct Group {
+    first: Vec<Option<Bytes>>,
+    accs: Vec<Option<Acc>>,
+}
+
+/// Merges one statement's shard results. See the crate documentation for the protocol.
+pub struct Merger {
+    spec: Option<Spec>,
+    opts: MergeOptions,
+    inputs: Vec<Input>,
+    layout: Option<Layout>,
+    desc: Option<BytesMut>,
+    desc_sent: bool,
+    groups: HashMap<Vec<u8>, Group>,
+    /// Template accumulators per merged column (None for plain columns).
+    templates: Vec<Option<Acc>>,
+    ready: Option<VecDeque<Row>>,
+    seen: HashSet<Vec<u8>>,
+    prev_on: Option<Vec<u8>>,
+    skipped: u64,
+    emitted: u64,
+    used: usize,
+    finished: bool,
+    /// LIMIT/OFFSET parameters still to be bound.
+    unbound: bool,
+}
+
+impl Merger {
+    pub fn new(plan: &MergePlan, shards: usize, opts: MergeOptions) -> Merger {
+        let spec = match &plan.kind {
+            PlanKind::Plain => None,
+            PlanKind::Merge(s) => Some((**s).clone()),
+        };
+        let unbound = plan.limit_params() != (None, None);
+        Merger {
+            spec,
+            opts,
+            inputs: (0..shards).map(|_| Input::default()).collect(),
+            layout: None,
+            desc: None,
+            desc_sent: false,
+            groups: HashMap::new(),
+            templates: Vec::new(),
+            ready: None,
+            seen: HashSet::new(),
+            prev_on: None,
+            skipped: 0,
+            emitted: 0,
+            used: 0,
+            finished: false,
+            unbound,
+        }
+    }
+
+    /// The execution's parameter values (`(value, binary format)`, NULL as `None`), for a
+    /// `LIMIT $n` / `OFFSET $m` ([`MergePlan::limit_params`]); other parameters are ignored.
+    pub fn bind_params(&mut self, params: &[(Option<&[u8]>, bool)]) -> Result<(), MergeError> {
+        let Some(spec) = &mut self.spec else { return Ok(()) };
+        let read = |at: Count| -> Result<Option<u64>, MergeError> {
+            let Count::Param(n) = at else { return Ok(None) };
+            let (value, binary) = params
+                .get(n - 1)
+                .ok_or_else(|| MergeError::Protocol(format!("no value for parameter ${n}")))?;
+            let Some(v) = value else { return Ok(None) };
+            let text = if *binary {
+                binary::to_text(
+                    match v.len() {
+                        2 => 21,
+                        4 => 23,
+                        _ => 20,
+                    },
+                    v,
+                )?
+            } else {
+                v.to_vec()
+            };
+            let n = std::str::from_utf8(&text).ok().and_then(|t| t.trim().parse::<i64>().ok());
+            let n =
+                n.ok_or_else(|| MergeError::BadValue { oid: 20, why: "LIMIT/OFFSET parameter".into() })?;
+            // PostgreSQL itself rejects negative values (on the shards, before any row comes).
+            Ok(Some(u64::try_from(n).unwrap_or(0)))
+        };
+        if matches!(spec.limit_at, Count::Param(_)) {
+            spec.limit = read(spec.limit_at)?;
+        }
+        if matches!(spec.offset_at, Count::Param(_)) {
+            spec.offset = read(spec.offset_at)?.unwrap_or(0);
+        }
+        self.unbound = false;
+        Ok(())
+    }
+
+    fn input(&mut self, shard: usize) -> Result<&mut Input, MergeError> {
+        self.inputs.get_mut(shard).ok_or_else(|| MergeError::Protocol(format!("no shard {shard}")))
+    }
+
+    /// A shard's RowDescription (the message body, without tag and length).
+    pub fn row_description(&mut self, shard: usize, body: &[u8]) -> Result<(), MergeError> {
+        let msg = BackendMessage::parse_body(b'T', body).map_err(|e| MergeError::Protocol(e.to_string()))?;
+        let BackendMessage::RowDescription(rd) = msg else {
+            return Err(MergeError::Protocol("not a RowDescription".into()));
+        };
+        let mut cols = Vec::new();
+        for c in rd.columns() {
+            let c = c.map_err(|e| MergeError::Protocol(e.to_string()))?;
+            cols.push((c.type_oid, c.format));
+        }
+        self.input(shard)?.described = true;
+        if let Some(l) = &self.layout {
+            if l.shard.len() != cols.len() {
+                return Err(MergeError::Protocol(format!(
+                    "shard {shard} returned {} columns, not {}",
+                    cols.len(),
+                    l.shard.len()
+                )));
+            }
+            for (i, (a, b)) in l.shard.iter().zip(&cols).enumerate() {
+                if a.0 != b.0 {
+                    return Err(MergeError::TypeMismatch { column: i + 1, first: a.0, other: b.0 });
+                }
+            }
+            return Ok(());
+        }
+        self.describe(&rd, cols)
+    }
+
+    fn describe(
+        &mut self,
+        rd: &wire::backend::RowDescription<'_>,
+        shard: Vec<(u32, i16)>,
+    ) -> Result<(), MergeError> {
+        let fields: Vec<_> =
+            rd.columns().collect::<Result<_, _>>().map_err(|e| MergeError::Protocol(e.to_string()))?;
+        let Some(spec) = &self.spec else {
+            let mut out = BytesMut::new();
+            wire::build::frame(&mut out, b'T', |b| b.put_slice(rd_body(rd, &fields).as_slice()));
+            self.desc = Some(out);
+            self.layout = Some(Layout {
+                visible: shard.len(),
+                hidden: 0,
+                types: Vec::new(),
+                formats: Vec::new(),
+                sort: Vec::new(),
+                distinct: None,
+                shard,
+            });
+            return Ok(());
+        };
+        let hidden = spec.hidden;
+        let visible = match (spec.visible, &spec.grouping) {
+            (Some(v), _) => v,
+            (None, _) => shard
+                .len()
+                .checked_sub(hidden)
+                .ok_or_else(|| MergeError::Protocol("too few columns".into()))?,
+        };
+        let merged = visible + hidden;
+        let widest = spec.grouping.iter().flat_map(|g| &g.cols).filter_map(|c| match c {
+            OutCol::Agg { extra, .. } => extra.iter().max().map(|m| m + 1),
+            OutCol::Plain => None,
+        });
+        if shard.len() < widest.chain([merged]).max().unwrap_or(merged) {
+            return Err(MergeError::Protocol(format!(
+                "shard query returned {} columns, expected {merged}",
+                shard.len()
+            )));
+        }
+        let idx = |c: ColRef| match c {
+            ColRef::Visible(i) => i,
+            ColRef::Hidden(k) => visible + k,
+        };
+        let mut types: Vec<(Class, u32)> =
+            shard[..merged].iter().map(|(oid, _)| (Class::of(*oid), *oid)).collect();
+        let mut overrides: Vec<Option<(String, u32, i16)>> = vec![None; merged];
+        if let Some(g) = &spec.grouping {
+            self.templates = Vec::with_capacity(merged);
+            for (j, col) in g.cols.iter().enumerate() {
+                let OutCol::Agg { spec: a, name, extra } = col else {
+                    self.templates.push(None);
+                    continue;
+                };
+                let oids: Vec<u32> =
+                    std::iter::once(j).chain(extra.iter().copied()).map(|c| shard[c].0).collect();
+                let acc = Acc::new(a, &oids)?;
+                if let Some((oid, len)) = acc.out_type() {
+                    overrides[j] = Some((name.clone().unwrap_or_else(|| a.func.clone()), oid, len));
+                    types[j] = (Class::of(oid), oid);
+                }
+                if let Acc::Best { class, .. } = &acc {
+                    self.check_text_order(*class, "min/max")?;
+                }
+                if let Acc::List(l) = &acc {
+                    if l.orders_text() {
+                        self.check_text_order(Class::Text, "an aggregate's ORDER BY")?;
+                    }
+                }
+                self.templates.push(Some(acc));
+            }
+        }
+        // Every column the plan refers to must exist (an ordinal past the select list is the
+        // shards' error to report; it must not become ours to panic on).
+        let mut refs: Vec<ColRef> = spec.sort.iter().map(|k| k.col).collect();
+        if let Distinct::On(cols) = &spec.distinct {
+            refs.extend(cols);
+        }
+        if let Some(g) = &spec.grouping {
+            refs.extend(&g.keys);
+        }
+        if let Some(bad) = refs.iter().map(|c| idx(*c)).find(|c| *c >= merged) {
+            return Err(MergeError::Syntax(format!("column position {} is not in the select list", bad + 1)));
+        }
+        let sort: Vec<(usize, bool, bool)> =
+            spec.sort.iter().map(|k| (idx(k.col), k.desc, k.nulls_first)).collect();
+        for (k, &(c, _, _)) in spec.sort.iter().zip(&sort) {
+            if !k.bytewise {
+                self.check_text_order(types[c].0, "ORDER BY")?;
+            }
+            if types[c].0 == Class::Opaque || types[c].0 == Class::Canonical {
+                return Err(MergeError::unsupported(format!(
+                    "ORDER BY a value of type OID {} across shards",
+                    types[c].1
+                )));
+            }
+        }
+        let distinct = match &spec.distinct {
+            Distinct::None => None,
+            Distinct::All => Some((0..visible).collect()),
+            Distinct::On(cols) => Some(cols.iter().map(|c| idx(*c)).collect()),
+        };
+        let needs_text = |c: usize| {
+            spec.grouping.is_some()
+                || sort.iter().any(|s| s.0 == c)
+                || distinct.as_ref().is_some_and(|d: &Vec<usize>| d.contains(&c))
+        };
+        // Binary cells the merge reads are converted to text and back.
+        for (c, (oid, format)) in shard.iter().enumerate() {
+            let read = c >= merged || needs_text(c);
+            let out_oid = types.get(c).map_or(*oid, |t| t.1);
+            if *format != 0 && read && !(binary::supported(*oid) && binary::supported(out_oid)) {
+                return Err(MergeError::unsupported(format!(
+                    "binary format of type OID {oid} in a merged cross-shard query"
+                )));
+            }
+        }
+        let formats: Vec<i16> = shard[..merged].iter().map(|(_, f)| *f).collect();
+        let mut body = BytesMut::new();
+        body.put_i16(i16::try_from(visible).map_err(|_| MergeError::Protocol("too many columns".into()))?);
+        for (j, f) in fields.iter().take(visible).enumerate() {
+            match &overrides[j] {
+                Some((name, oid, len)) => put_field(&mut body, name, 0, 0, *oid, *len, -1, formats[j]),
+                None => put_field(
+                    &mut body,
+                    f.name,
+                    f.table_oid,
+                    f.column_id,
+                    f.type_oid,
+                    f.type_size,
+                    f.type_modifier,
+                    f.format,
+                ),
+            }
+        }
+        let mut out = BytesMut::new();
+        wire::build::frame(&mut out, b'T', |b| b.put_slice(&body));
+        self.desc = Some(out);
+        self.layout = Some(Layout { shard, visible, hidden, types, formats, sort, distinct });
+        Ok(())
+    }
+
+    fn check_text_order(&self, class: Class, what: &str) -> Result<(), MergeError> {
+        if class.is_text() && self.opts.text_order == TextOrder::Refuse {
+            return Err(MergeError::unsupported(format!(
+                "{what} on text across shards under a non-C collation"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A shard's DataRow (the message body).
+    pub fn data_row(&mut self, shard: usize, body: &[u8]) -> Result<(), MergeError> {
+        self.data_row_bytes(shard, Bytes::copy_from_slice(body))
+    }
+
+    /// [`Merger::data_row`] for a body the caller already holds as `Bytes` (no copy: cells
+    /// are slices of it, and a row without hidden columns is forwarded as these bytes).
+    pub fn data_row_bytes(&mut self, shard: usize, bytes: Bytes) -> Result<(), MergeError> {
+        if !self.input(shard)?.described {
+            return Err(MergeError::Protocol(format!(
+                "DataRow from shard {shard} before its RowDescription"
+            )));
+        }
+        let msg =
+            BackendMessage::parse_body(b'D', &bytes).map_err(|e| MergeError::Protocol(e.to_string()))?;
+        let BackendMessage::DataRow(dr) = msg else {
+            return Err(MergeError::Protocol("not a DataRow".into()));
+        };
+        let mut cells = Vec::with_capacity(dr.len());
+        for v in dr.values() {
+            let v = v.map_err(|e| MergeError::Protocol(e.to_string()))?;
+            cells.push(v.map(|s| bytes.slice_ref(s)));
+        }
+        let layout = self.layout.as_ref().ok_or_else(|| MergeError::Protocol("no RowDescription".into()))?;
+        if cells.len() != layout.shard.len() {
+            return Err(MergeError::Protocol(format!(
+                "DataRow with {} columns, expected {}",
+                cells.len(),
+                layout.shard.len()
+            )));
+        }
+        if self.spec.as_ref().is_some_and(|s| s.grouping.is_some()) {
+            return self.accumulate(cells);
+        }
+        let keys = merged_sort_keys(layout, &cells, true)?;
+        let body = (layout.visible == layout.shard.len()).then(|| bytes.clone());
+        let size = bytes.len() + ROW_BYTES + keys.len() * 32;
+        self.charge(size)?;
+        self.input(shard)?.rows.push_back(Row { body, cells, keys, size });
+        Ok(())
+    }
+
+    fn charge(&mut self, bytes: usize) -> Result<(), MergeError> {
+        self.used += bytes;
+        if self.used > self.opts.memory_budget {
+            return Err(MergeError::MemoryBudget { budget: self.opts.memory_budget });
+        }
+        Ok(())
+    }
+
+    fn accumulate(&mut self, cells: Vec<Option<Bytes>>) -> Result<(), MergeError> {
+        let (Some(spec), Some(layout)) = (&self.spec, &self.layout) else { return Ok(()) };
+        let Some(g) = &spec.grouping else { return Ok(()) };
+        let mut key = Vec::new();
+        for k in &g.keys {
+            let c = match k {
+                ColRef::Visible(i) => *i,
+                ColRef::Hidden(h) => layout.visible + h,
+            };
+            let (oid, format) = layout.shard[c];
+            value::push_key(
+                &mut key,
+                Class::of(oid),
+                text_cell(oid, format, cells[c].as_deref())?.as_deref(),
+            )?;
+        }
+        let mut added = 0;
+        if !self.groups.contains_key(&key) {
+            added += key.len() + ROW_BYTES + cells.iter().flatten().map(Bytes::len).sum::<usize>();
+            added += self.templates.iter().flatten().count() * ACC_BYTES;
+            let group = Group { first: cells.clone(), accs: self.templates.clone() };
+            self.groups.insert(key.clone(), group);
+        }
+        let group = self.groups.get_mut(&key).ok_or_else(|| MergeError::Protocol("group vanished".into()))?;
+        for (j, acc) in group.accs.iter_mut().enumerate() {
+            let (Some(acc), OutCol::Agg { extra, .. }) = (acc, &g.cols[j]) else { continue };
+            let texts: Vec<Option<Cow<'_, [u8]>>> = std::iter::once(j)
+                .chain(extra.iter().copied())
+                .map(|c| text_cell(layout.shard[c].0, layout.shard[c].1, cells[c].as_deref()))
+                .collect::<Result<_, _>>()?;
+            let parts: Vec<Option<&[u8]>> = texts.iter().map(|t| t.as_deref()).collect();
+            let oids: Vec<u32> =
+                std::iter::once(j).chain(extra.iter().copied()).map(|c| layout.shard[c].0).collect();
+            added += acc.add(&parts, &oids)?;
+        }
+        self.charge(added)
+    }
+
+    /// The shard sent CommandComplete: it has no more rows.
+    pub fn shard_done(&mut self, shard: usize) -> Result<(), MergeError> {
+        self.input(shard)?.done = true;
+        Ok(())
+    }
+
+    /// Whether the merge is waiting on more input from `shard`.
+    pub fn needs_input(&self, shard: usize) -> bool {
+        let Some(input) = self.inputs.get(shard) else { return false };
+        if self.finished || input.done {
+            return false;
+        }
+        let sorted = self.spec.as_ref().is_some_and(|s| s.grouping.is_none() && !s.sort.is_empty());
+        !sorted || input.rows.is_empty()
+    }
+
+    /// Writes every frame that can be produced now into `out`.
+    pub fn drain(&mut self, out: &mut BytesMut) -> Result<Drained, MergeError> {
+        if self.finished {
+            return Ok(Drained::Finished);
+        }
+        if self.unbound {
+            return Err(MergeError::Protocol("LIMIT/OFFSET parameters were not bound".into()));
+        }
+        if !self.desc_sent {
+            match self.desc.take() {
+                Some(d) => {
+                    out.extend_from_slice(&d);
+                    self.desc_sent = true;
+                }
+                None if self.inputs.iter().all(|i| i.done) => return self.finish(out),
+                None => return Ok(Drained::NeedInput),
+            }
+        }
+        let grouping = self.spec.as_ref().is_some_and(|s| s.grouping.is_some());
+        let sorted = self.spec.as_ref().is_some_and(|s| !s.sort.is_empty());
+        let all_done = self.inputs.iter().all(|i| i.done);
+        if grouping {
+            if !all_done {
+                return Ok(Drained::NeedInput);
+            }
+            if self.ready.is_none() {
+                self.ready = Some(self.finalize()?);
+            }
+            while let Some(row) = self.ready.as_mut().and_then(VecDeque::pop_front) {
+                if !self.emit(row, out)? {
+                    break;
+                }
+            }
+            return self.finish(out);
+        }
+        loop {
+            let next = if sorted {
+                if self.inputs.iter().any(|i| !i.done && i.rows.is_empty()) {
+                    return Ok(Drained::NeedInput);
+                }
+                self.smallest_head()
+            } else {
+                self.inputs.iter().position(|i| !i.rows.is_empty())
+            };
+            let Some(shard) = next else {
+                if self.inputs.iter().all(|i| i.done) {
+                    return self.finish(out);
+                }
+                return Ok(Drained::NeedInput);
+            };
+            let Some(row) = self.inputs[shard].rows.pop_front() else { continue };
+            self.used = self.used.saturating_sub(row.size);
+            if !self.emit(row, out)? {
+                return self.finish(out);
+            }
+        }
+    }
+
+    fn smallest_head(&self) -> Option<usize> {
+        let layout = self.layout.as_ref()?;
+        let mut best: Option<(usize, &Row)> = None;
+        for (i, input) in self.inputs.iter().enumerate() {
+            let Some(row) = input.rows.front() else { continue };
+            if best.is_none_or(|(_, b)| compare_rows(layout, row, b).is_lt()) {
+                best = Some((i, row));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    fn finish(&mut self, out: &mut BytesMut) -> Result<Drained, MergeError> {
+        if !self.finished {
+            wire::build::command_complete(out, &format!("SELECT {}", self.emitted));
+            self.finished = true;
+            for input in &mut self.inputs {
+                input.rows.clear();
+            }
+            self.groups.clear();
+            self.seen.clear();
+            self.used = 0;
+        }
+        Ok(Drained::Finished)
+    }
+
+    /// Applies DISTINCT, OFFSET and LIMIT to one merged row and writes it; false once the
+    /// LIMIT is reached.
+    fn emit(&mut self, row: Row, out: &mut BytesMut) -> Result<bool, MergeError> {
+        let (Some(layout), spec) = (&self.layout, &self.spec) else { return Ok(false) };
+        if let Some(spec) = spec {
+            if spec.limit.is_some_and(|l| self.emitted >= l) {
+                return Ok(false);
+            }
+            if let Some(cols) = &layout.distinct {
+                let mut key = Vec::new();
+                for &c in cols {
+                    let text = text_cell(layout.types[c].1, layout.formats[c], row.cells[c].as_deref())?;
+                    value::push_key(&mut key, layout.types[c].0, text.as_deref())?;
+                }
+                let streaming_on = matches!(spec.distinct, Distinct::On(_)) && !spec.sort.is_empty();
+                if streaming_on {
+                    // Sorted by the DISTINCT ON keys first: equal keys are adjacent.
+                    if self.prev_on.as_ref() == Some(&key) {
+                        return Ok(true);
+                    }
+                    self.prev_on = Some(key);
+                } else {
+                    if self.seen.contains(&key) {
+                        return Ok(true);
+                    }
+                    let size = key.len() + ROW_BYTES;
+                    self.seen.insert(key);
+                    self.used += size;
+                    if self.used > self.opts.memory_budget {
+                        return Err(MergeError::MemoryBudget { budget: self.opts.memory_budget });
+                    }
+                }
+            }
+            if self.skipped < spec.offset {
+                self.skipped += 1;
+                return Ok(true);
+            }
+        }
+        let visible = layout.visible;
+        if let Some(body) = &row.body {
+            wire::build::frame(out, b'D', |b| b.put_slice(body));
+            self.emitted += 1;
+            return Ok(self.spec.as_ref().and_then(|s| s.limit).is_none_or(|l| self.emitted < l));
+        }
+        wire::build::frame(out, b'D', |b| {
+            b.put_i16(visible as i16);
+            for cell in row.cells.iter().take(visible) {
+                match cell {
+                    Some(v) => {
+                        b.put_i32(v.len() as i32);
+                        b.put_slice(v);
+                    }
+                    None => b.put_i32(-1),
+                }
+            }
+        });
+        self.emitted += 1;
+        Ok(self.spec.as_ref().and_then(|s| s.limit).is_none_or(|l| self.emitted < l))
+    }
+
+    /// Every shard is done: groups become rows, filtered by HAVING and sorted.
+    fn finalize(&mut self) -> Result<VecDeque<Row>, MergeError> {
+        let (Some(spec), Some(layout)) = (&self.spec, &self.layout) else { return Ok(VecDeque::new()) };
+        let Some(g) = &spec.grouping else { return Ok(VecDeque::new()) };
+        let merged = layout.visible + layout.hidden;
+        let mut rows = Vec::with_capacity(self.groups.len());
+        for (_, group) in self.groups.drain() {
+            // Text for HAVING and sorting; the client's format for output.
+            let mut texts: Vec<Option<Bytes>> = Vec::with_capacity(merged);
+            let mut cells = Vec::with_capacity(merged);
+            for j in 0..merged {
+                let (oid, format) = (layout.types[j].1, layout.formats[j]);
+                match &group.accs[j] {
+                    Some(acc) => {
+                        let text = acc.finish()?;
+                        let out = match (&text, format) {
+                            (Some(t), 1) => Some(Bytes::from(binary::from_text(oid, t)?)),
+                            _ => text.clone().map(Bytes::from),
+                        };
+                        texts.push(text.map(Bytes::from));
+                        cells.push(out);
+                    }
+                    None => {
+                        let raw = group.first[j].clone();
+                        texts.push(
+                            text_cell(oid, format, raw.as_deref())?.map(|t| Bytes::copy_from_slice(&t)),
+                        );
+                        cells.push(raw);
+                    }
+                }
+            }
+            if let Some(cond) = &g.having {
+                let idx = |c: ColRef| match c {
+                    ColRef::Visible(i) => i,
+                    ColRef::Hidden(k) => layout.visible + k,
+                };
+                let cell = |c: ColRef| {
+                    let i = idx(c);
+                    (texts[i].as_deref(), layout.types[i].0, layout.types[i].1)
+                };
+                let text_order = self.opts.text_order == TextOrder::Bytes;
+                if having::eval(cond, &cell, text_order)? != Some(true) {
+                    continue;
+                }
+            }
+            let keys = merged_sort_keys(layout, &texts, false)?;
+            rows.push(Row { body: None, cells, keys, size: 0 });
+        }
+        if !layout.sort.is_empty() {
+            rows.sort_by(|a, b| compare_rows(layout, a, b));
+        }
+        Ok(rows.into())
+    }
+}
+
+/// A cell as text: binary-format cells converted, text ones borrowed.
+fn text_cell(oid: u32, format: i16, cell: Option<&[u8]>) -> Result<Option<Cow<'_, [u8]>>, MergeError> {
+    match cell {
+        None => Ok(None),
+        Some(b) if format == 1 => Ok(Some(Cow::Owned(binary::to_text(oid, b)?))),
+        Some(b) => Ok(Some(Cow::Borrowed(b))),
+    }
+}
+
+/// Decoded sort keys of a row; `in_format`: cells are in the columns' formats (else text).
+fn merged_sort_keys(
+    layout: &Layout,
+    cells: &[Option<Bytes>],
+    in_format: bool,
+) -> Result<Vec<Option<Value>>, MergeError> {
+    layout
+        .sort
+        .iter()
+        .map(|&(c, _, _)| {
+            let (class, oid) = layout.types[c];
+            let format = if in_format { layout.formats[c] } else { 0 };
+            text_cell(oid, format, cells[c].as_deref())?.map(|t| value::decode(class, oid, &t)).transpose()
+        })
+        .collect()
+}
+
+fn compare_rows(layout: &Layout, a: &Row, b: &Row) -> std::cmp::Ordering {
+    use std::cmp::Ordering::*;
+    for (i, &(_, desc, nulls_first)) in layout.sort.iter().enumerate() {
+        let ord = match (&a.keys[i], &b.keys[i]) {
+            (None, None) => Equal,
+            (None, Some(_)) => {
+                if nulls_first {
+                    Less
+                } else {
+                    Greater
+                }
+            }
+            (Some(_), None) => {
+                if nulls_first {
+                    Greater
+                } else {
+                    Less
+                }
+            }
+            (Some(x), Some(y)) => {
+                let o = value::compare(x, y);
+                if desc {
+                    o.reverse()
+                } else {
+                    o
+                }
+            }
+        };
+        if ord != Equal {
+            return ord;
+        }
+    }
+    Equal
+}
+
+#[allow(clippy::too_many_arguments)]
+fn put_field(
+    b: &mut BytesMut,
+    name: &str,
+    table: u32,
+    attnum: i16,
+    oid: u32,
+    len: i16,
+    typmod: i32,
+    format: i16,
+) {
+    wire::build::put_cstr(b, name.as_bytes());
+    b.put_u32(table);
+    b.put_i16(attnum);
+    b.put_u32(oid);
+    b.put_i16(len);
+    b.put_i32(typmod);
+    b.put_i16(format);
+}
+
+fn rd_body(rd: &wire::backend::RowDescription<'_>, fields: &[wire::backend::Column<'_>]) -> Vec<u8> {
+    let mut body = BytesMut::new();
+    body.put_i16(rd.len() as i16);
+    for f in fields {
+        put_field(
+            &mut body,
+            f.name,
+            f.table_oid,
+            f.column_id,
+            f.type_oid,
+            f.type_size,
+            f.type_modifier,
+            f.format,
+        );
+    }
+    body.to_vec()
+}
