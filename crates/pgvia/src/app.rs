@@ -15,10 +15,10 @@ use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 use wire::sqlstate::SqlState;
 
-use crate::auth::Secret;
+use crate::auth::{ClientKeys, Secret, ServerCredential};
 use crate::cancel::CancelRegistry;
 use crate::clients::ClientRegistry;
-use crate::config::{Config, Database, PoolMode, TlsMode, User};
+use crate::config::{Config, Database, PasswordFormat, PoolMode, TlsMode, User};
 use crate::net::tls::{self, TlsError};
 use crate::pool::{Carried, Pool, PoolKey, Pools};
 use crate::routing::Hosts;
@@ -93,10 +93,15 @@ pub struct App {
     /// Prepared statements shared by every transaction-mode pool.
     pub statements: Arc<crate::prepared::Registry>,
     pub cancels: Arc<CancelRegistry>,
+    /// ClientKeys recovered from SCRAM logins, for users with only a verifier (pass-through).
+    pub client_keys: ClientKeys,
     pub clients: Arc<ClientRegistry>,
     /// Bounds on connections logging in, cancels, password hashing and large messages.
     pub admission: Arc<crate::net::limits::Admission>,
     pub tls: Option<TlsAcceptor>,
+    /// `tls-server-end-point` data of pgvia's certificate: SCRAM-SHA-256-PLUS is offered
+    /// to TLS clients when this is set.
+    pub tls_channel_binding: Option<Vec<u8>>,
     pub started: SystemTime,
     phase: watch::Sender<Phase>,
     clients_count: AtomicUsize,
@@ -140,6 +145,10 @@ impl App {
             // Validation guarantees both files when TLS is on.
             _ => None,
         };
+        let tls_channel_binding = match (&tls, &config.general.tls_cert_file) {
+            (Some(_), Some(cert)) => tls::channel_binding(cert)?,
+            _ => None,
+        };
         let (phase, _) = watch::channel(Phase::Running);
         let analyzer = route::Analyzer::new(config.analyzer_options())?;
         let statements = Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default()));
@@ -153,9 +162,11 @@ impl App {
             notify: crate::notify::Hubs::default(),
             statements,
             cancels: Arc::new(CancelRegistry::default()),
+            client_keys: ClientKeys::default(),
             clients: Arc::new(ClientRegistry::default()),
             admission,
             tls,
+            tls_channel_binding,
             started: SystemTime::now(),
             phase,
             clients_count: AtomicUsize::new(0),
@@ -204,7 +215,7 @@ impl App {
                 port: 0,
                 dbname: db.server_dbname().to_owned(),
                 user: u.name.clone(),
-                password: u.password_for_server().map(str::to_owned),
+                credential: server_credential(&self.client_keys, u),
                 tls: db.server_tls(),
                 auth: server_auth_policy(&config, db),
             });
@@ -270,8 +281,8 @@ impl App {
     ) -> Arc<Pool> {
         let settings = config.pool_settings(db, user);
         // Pools are made for servers the configuration lists; a stale index gets the first.
-        let addr =
-            pool_address(config, db, user, key.server).unwrap_or_else(|| first_address(config, db, user));
+        let addr = pool_address(config, db, user, key.server, &self.client_keys)
+            .unwrap_or_else(|| first_address(config, db, user, &self.client_keys));
         let (totals, waits) = match replacing {
             Some(old) => (old.totals.clone(), old.wait_histogram.clone()),
             None => Default::default(),
@@ -511,29 +522,54 @@ pub(crate) fn pool_address(
     db: &Database,
     user: &User,
     server: Option<usize>,
+    keys: &ClientKeys,
 ) -> Option<ServerAddress> {
     match server {
-        None => Some(first_address(config, db, user)),
-        Some(i) => db.servers.get(i).map(|s| address(config, db, user, &s.host, s.port)),
+        None => Some(first_address(config, db, user, keys)),
+        Some(i) => db.servers.get(i).map(|s| address(config, db, user, keys, (&s.host, s.port))),
     }
 }
 
 /// The database's one server, or the first it lists.
-fn first_address(config: &Config, db: &Database, user: &User) -> ServerAddress {
-    let (host, port) = db.first_server();
-    address(config, db, user, host, port)
+fn first_address(config: &Config, db: &Database, user: &User, keys: &ClientKeys) -> ServerAddress {
+    address(config, db, user, keys, db.first_server())
 }
 
-fn address(config: &Config, db: &Database, user: &User, host: &str, port: u16) -> ServerAddress {
+fn address(config: &Config, db: &Database, user: &User, keys: &ClientKeys, at: (&str, u16)) -> ServerAddress {
     ServerAddress {
-        host: host.to_owned(),
-        port,
+        host: at.0.to_owned(),
+        port: at.1,
         dbname: db.server_dbname().to_owned(),
         user: user.name.clone(),
-        password: user.password_for_server().map(str::to_owned),
+        credential: server_credential(keys, user),
         tls: db.server_tls(),
         auth: server_auth_policy(config, db),
     }
+}
+
+/// What pgvia logs in to PostgreSQL with as `user`: a plaintext password when it has one
+/// (`server_password`, or `password` in plaintext), else the stored hash or verifier itself,
+/// passed through (see `auth/keys.rs` for where a verifier's ClientKey comes from).
+fn server_credential(keys: &ClientKeys, user: &User) -> ServerCredential {
+    if let Some(p) = user.password_for_server() {
+        return ServerCredential::Password(p.to_owned());
+    }
+    match user.password.as_deref() {
+        Some(p) if PasswordFormat::of(p) == PasswordFormat::Md5 => ServerCredential::Md5Hash(p.to_owned()),
+        Some(p) => match wire::scram::ScramVerifier::parse(p) {
+            Ok(verifier) => ServerCredential::ScramPassThrough { verifier, slot: keys.slot(&user.name) },
+            // Validation refuses a malformed verifier before a pool is ever built.
+            Err(_) => ServerCredential::None,
+        },
+        None => ServerCredential::None,
+    }
+}
+
+/// Whether logins of `user` must leave their ClientKey for pgvia's own logins (SCRAM
+/// pass-through: a verifier and no `server_password`).
+pub fn passes_scram_through(user: &User) -> bool {
+    user.server_password.is_none()
+        && user.password.as_deref().is_some_and(|p| PasswordFormat::of(p) == PasswordFormat::ScramSha256)
 }
 
 fn server_auth_policy(config: &Config, db: &Database) -> crate::auth::ServerAuthPolicy {

@@ -196,6 +196,8 @@ async fn retire_idle_fallback_pools(app: std::sync::Weak<App>) {
         };
         tokio::time::sleep(period.clamp(Duration::from_millis(100), Duration::from_secs(30))).await;
         let Some(app) = app.upgrade() else { return };
+        // Pools retired here or by a reload release their users' SCRAM ClientKeys.
+        app.client_keys.sweep();
         for name in app.retire_idle_fallback_pools(&mut idle_since, std::time::Instant::now()) {
             tracing::info!(database = %name, "closed the pools of a database reached through \"*\": unused for fallback_idle_timeout");
         }

@@ -7,6 +7,7 @@
 //! (after tag and length) and sends whatever frames they append to its write buffer.
 
 mod client;
+mod keys;
 mod secret;
 mod server;
 
@@ -14,8 +15,11 @@ mod server;
 mod tests;
 
 pub use client::{AuthError, AuthProtocolError, AuthStep, ClientAuthenticator};
+pub use keys::{ClientKeys, KeySlot};
 pub use secret::{PlainSecret, Secret, SecretError};
-pub use server::{PlainPasswords, ServerAuthError, ServerAuthPolicy, ServerAuthStep, ServerAuthenticator};
+pub use server::{
+    PlainPasswords, ServerAuthError, ServerAuthPolicy, ServerAuthStep, ServerAuthenticator, ServerCredential,
+};
 
 /// How pgvia checks a client's password.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]

@@ -131,7 +131,8 @@ pub async fn authenticate(
             Err(SessionError::Auth { user: user.to_owned(), source: crate::auth::AuthError::Failed })
         };
     }
-    let mut auth = ClientAuthenticator::start(method, secret.as_deref(), user, out);
+    let binding = app.tls_channel_binding.as_deref().filter(|_| stream.is_tls());
+    let mut auth = ClientAuthenticator::start(method, secret.as_deref(), user, binding, out);
     let decoder = FrameDecoder::new(MAX_AUTH_FRAME);
     loop {
         stream.write_all(out).await?;
@@ -168,7 +169,16 @@ pub async fn authenticate(
         };
         match step {
             Ok(AuthStep::Continue) => continue,
-            Ok(AuthStep::Done) => return Ok(()),
+            Ok(AuthStep::Done) => {
+                // SCRAM pass-through: this login's ClientKey is what pgvia logs in to the
+                // server with, for as long as the user has pools (auth/keys.rs).
+                if let Some(key) = auth.scram_client_key() {
+                    if app.config().user(user).is_some_and(crate::app::passes_scram_through) {
+                        app.client_keys.learn(user, key);
+                    }
+                }
+                return Ok(());
+            }
             Err(source) => return Err(SessionError::Auth { user: user.to_owned(), source }),
         }
     }
