@@ -15,12 +15,12 @@ use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 use wire::sqlstate::SqlState;
 
-use crate::auth::{ClientKeys, Secret, ServerCredential};
+use crate::auth::{ClientKeys, Secret, SecretCache, ServerCredential};
 use crate::cancel::CancelRegistry;
 use crate::clients::ClientRegistry;
 use crate::config::{Config, Database, PasswordFormat, PoolMode, TlsMode, User};
 use crate::net::tls::{self, TlsError};
-use crate::pool::{Carried, Pool, PoolKey, Pools};
+use crate::pool::{Carried, OnDemandUsers, Pool, PoolKey, Pools};
 use crate::routing::Hosts;
 use crate::routing::PoolGroup;
 use crate::server::ServerAddress;
@@ -55,6 +55,8 @@ pub enum AppError {
 pub struct Snapshot {
     pub config: Config,
     secrets: HashMap<String, Arc<Secret>>,
+    /// How many of `config.users` come from the file; users found by `[auth_query]` follow.
+    file_users: usize,
 }
 
 impl Snapshot {
@@ -67,7 +69,38 @@ impl Snapshot {
                 secrets.insert(u.name.clone(), Arc::new(secret));
             }
         }
-        Ok(Self { config, secrets })
+        let file_users = config.users.len();
+        Ok(Self { config, secrets, file_users })
+    }
+
+    /// This snapshot with `user`, found by `[auth_query]`, added (or its secret replaced).
+    fn with_looked_up(&self, user: &User, secret: &Arc<Secret>) -> Snapshot {
+        let mut config = self.config.clone();
+        let file_users = self.file_users;
+        let mut i = 0;
+        config.users.retain(|u| {
+            i += 1;
+            i <= file_users || u.name != user.name
+        });
+        config.users.push(user.clone());
+        let mut secrets = self.secrets.clone();
+        secrets.insert(user.name.clone(), secret.clone());
+        Snapshot { config, secrets, file_users }
+    }
+
+    /// This snapshot without `names` (looked-up users whose pools are closed).
+    fn without(&self, names: &[String]) -> Snapshot {
+        let mut config = self.config.clone();
+        let file_users = self.file_users;
+        let looked_up = config.users.split_off(file_users.min(config.users.len()));
+        let (gone, kept): (Vec<User>, Vec<User>) =
+            looked_up.into_iter().partition(|u| names.contains(&u.name));
+        config.users.extend(kept);
+        let mut secrets = self.secrets.clone();
+        for u in &gone {
+            secrets.remove(&u.name);
+        }
+        Snapshot { config, secrets, file_users }
     }
 }
 
@@ -95,6 +128,10 @@ pub struct App {
     pub cancels: Arc<CancelRegistry>,
     /// ClientKeys recovered from SCRAM logins, for users with only a verifier (pass-through).
     pub client_keys: ClientKeys,
+    /// Secrets found by `[auth_query]`, fresh for its `cache_ttl`.
+    pub looked_up: SecretCache,
+    /// The users found by `[auth_query]` that are in the snapshot and may have pools.
+    pub on_demand: OnDemandUsers,
     pub clients: Arc<ClientRegistry>,
     /// Bounds on connections logging in, cancels, password hashing and large messages.
     pub admission: Arc<crate::net::limits::Admission>,
@@ -163,6 +200,8 @@ impl App {
             statements,
             cancels: Arc::new(CancelRegistry::default()),
             client_keys: ClientKeys::default(),
+            looked_up: SecretCache::default(),
+            on_demand: OnDemandUsers::default(),
             clients: Arc::new(ClientRegistry::default()),
             admission,
             tls,
@@ -195,6 +234,43 @@ impl App {
 
     pub fn secret(&self, user: &str) -> Option<Arc<Secret>> {
         self.snapshot.load().secrets.get(user).cloned()
+    }
+
+    /// Puts a user found by `[auth_query]` into the configuration in use, so pools and
+    /// limits treat it as a listed user; `false` when it was there already, unchanged. A
+    /// reload starts from the file again and so drops such users (their pools close).
+    pub fn admit_looked_up(&self, user: &User, secret: &Arc<Secret>) -> bool {
+        let stored = user.password.as_deref();
+        if self.config().user(&user.name).is_some_and(|u| u.password.as_deref() == stored) {
+            return false;
+        }
+        self.snapshot.rcu(|old| old.with_looked_up(user, secret));
+        true
+    }
+
+    /// Takes users found by `[auth_query]` out of the configuration in use (never a user
+    /// the file lists).
+    pub fn drop_looked_up(&self, names: &[String]) {
+        if !names.is_empty() {
+            self.snapshot.rcu(|old| old.without(names));
+        }
+    }
+
+    /// Whether the file lists `user` (rather than `[auth_query]` having found it).
+    pub fn is_file_user(&self, user: &str) -> bool {
+        let snapshot = self.snapshot.load();
+        snapshot.config.users[..snapshot.file_users.min(snapshot.config.users.len())]
+            .iter()
+            .any(|u| u.name == user)
+    }
+
+    /// Clients logged in as `user` now.
+    pub fn user_clients(&self, user: &str) -> usize {
+        self.user_clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(user)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     pub fn cancel_timeout(&self) -> Duration {

@@ -95,6 +95,7 @@ impl Proxy {
         let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
         let fallback_sweeper = tokio::spawn(retire_idle_fallback_pools(Arc::downgrade(&app)));
         let shard_recovery = tokio::spawn(crate::session::recover_shards(Arc::downgrade(&app), port));
+        let on_demand_sweeper = tokio::spawn(crate::auth_query::pools::retire_idle(Arc::downgrade(&app)));
         let metrics = metrics.map(|l| tokio::spawn(crate::metrics::serve(l, app.clone())));
         loop {
             tokio::select! {
@@ -139,6 +140,7 @@ impl Proxy {
         sampler.abort();
         fallback_sweeper.abort();
         shard_recovery.abort();
+        on_demand_sweeper.abort();
         if let Some(m) = metrics {
             m.abort();
         }

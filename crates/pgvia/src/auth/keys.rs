@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use wire::scram::ScramVerifier;
 
-/// How long a key learned by a login is kept without a pool holding it: the time between a
-/// client's authentication and its session making the user's pools.
-const UNCLAIMED_GRACE: Duration = Duration::from_secs(60);
+/// How long a key learned by a login is kept without a pool holding it: more than the time
+/// between a client's authentication and its session making the user's pools.
+const UNCLAIMED_GRACE: Duration = Duration::from_secs(10);
 
 /// One user's ClientKey, once a client has logged in with SCRAM.
 #[derive(Default)]
@@ -92,6 +92,15 @@ impl ClientKeys {
     /// moments ago. Run at each login and by the periodic maintenance.
     pub fn sweep(&self) {
         Self::sweep_locked(&mut self.lock(), Instant::now());
+    }
+
+    /// Forgets the slots of `users`, whose pools are being closed (`[auth_query]` users
+    /// retired when idle): the key goes when the last of those pools does.
+    pub fn forget(&self, users: &[String]) {
+        let mut slots = self.lock();
+        for u in users {
+            slots.remove(u);
+        }
     }
 
     /// Users with a slot (with a key or waiting for one).

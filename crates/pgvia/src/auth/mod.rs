@@ -8,6 +8,7 @@
 
 mod client;
 mod keys;
+mod looked_up;
 mod secret;
 mod server;
 
@@ -16,6 +17,7 @@ mod tests;
 
 pub use client::{AuthError, AuthProtocolError, AuthStep, ClientAuthenticator};
 pub use keys::{ClientKeys, KeySlot};
+pub use looked_up::{Found, LookedUp, SecretCache};
 pub use secret::{PlainSecret, Secret, SecretError};
 pub use server::{
     PlainPasswords, ServerAuthError, ServerAuthPolicy, ServerAuthStep, ServerAuthenticator, ServerCredential,
