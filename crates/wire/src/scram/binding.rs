@@ -149,6 +149,16 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn random_bytes_never_panic(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let _ = tls_server_end_point(&data);
+            let mut framed = vec![0x30, 0x82, (data.len() >> 8) as u8, data.len() as u8];
+            framed.extend_from_slice(&data);
+            let _ = tls_server_end_point(&framed);
+        }
+    }
+
     #[test]
     fn garbage_is_malformed_not_a_panic() {
         for bad in [&[][..], &[0x30], &[0x30, 0x85, 1, 1, 1, 1, 1], &[0x30, 0x05, 0x30], &[0x04, 0x00]] {
