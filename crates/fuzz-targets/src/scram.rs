@@ -23,6 +23,7 @@ use base64::Engine;
 use bytes::BytesMut;
 use pgvia::auth::{
     AuthMethod, AuthStep, ClientAuthenticator, Secret, ServerAuthPolicy, ServerAuthStep, ServerAuthenticator,
+    ServerCredential,
 };
 use wire::scram::{parse_server_final, ScramVerifier, ServerExchange, ServerFinal, SERVER_NONCE_LEN};
 
@@ -82,7 +83,9 @@ fn exchange(msgs: &[&[u8]]) {
 
 fn authenticator(method: AuthMethod, secret: Option<Secret>, msgs: &[&[u8]]) {
     let mut out = BytesMut::new();
-    let mut auth = ClientAuthenticator::start(method, secret.as_ref(), "fuzz", &mut out);
+    // An odd number of messages also covers SCRAM-SHA-256-PLUS (a TLS client's offer).
+    let binding = (msgs.len() % 2 == 1).then_some(&[7u8; 32][..]);
+    let mut auth = ClientAuthenticator::start(method, secret.as_ref(), "fuzz", binding, &mut out);
     let mut ended = false;
     for m in msgs {
         out.clear();
@@ -107,7 +110,11 @@ fn authenticator(method: AuthMethod, secret: Option<Secret>, msgs: &[&[u8]]) {
 }
 
 pub fn client(data: &[u8]) {
-    let mut auth = ServerAuthenticator::new("fuzz", Some(PASSWORD), ServerAuthPolicy::default());
+    let mut auth = ServerAuthenticator::new(
+        "fuzz",
+        &ServerCredential::Password(PASSWORD.to_owned()),
+        ServerAuthPolicy::default(),
+    );
     let mut out = BytesMut::new();
     let mut nonce = Vec::new();
     let mut ended = false;

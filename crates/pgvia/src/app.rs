@@ -15,12 +15,12 @@ use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 use wire::sqlstate::SqlState;
 
-use crate::auth::Secret;
+use crate::auth::{ClientKeys, Secret, SecretCache, ServerCredential};
 use crate::cancel::CancelRegistry;
 use crate::clients::ClientRegistry;
-use crate::config::{Config, Database, PoolMode, TlsMode, User};
+use crate::config::{Config, Database, PasswordFormat, PoolMode, TlsMode, User};
 use crate::net::tls::{self, TlsError};
-use crate::pool::{Carried, Pool, PoolKey, Pools};
+use crate::pool::{Carried, OnDemandUsers, Pool, PoolKey, Pools};
 use crate::routing::Hosts;
 use crate::routing::PoolGroup;
 use crate::server::ServerAddress;
@@ -55,6 +55,8 @@ pub enum AppError {
 pub struct Snapshot {
     pub config: Config,
     secrets: HashMap<String, Arc<Secret>>,
+    /// How many of `config.users` come from the file; users found by `[auth_query]` follow.
+    file_users: usize,
 }
 
 impl Snapshot {
@@ -67,7 +69,38 @@ impl Snapshot {
                 secrets.insert(u.name.clone(), Arc::new(secret));
             }
         }
-        Ok(Self { config, secrets })
+        let file_users = config.users.len();
+        Ok(Self { config, secrets, file_users })
+    }
+
+    /// This snapshot with `user`, found by `[auth_query]`, added (or its secret replaced).
+    fn with_looked_up(&self, user: &User, secret: &Arc<Secret>) -> Snapshot {
+        let mut config = self.config.clone();
+        let file_users = self.file_users;
+        let mut i = 0;
+        config.users.retain(|u| {
+            i += 1;
+            i <= file_users || u.name != user.name
+        });
+        config.users.push(user.clone());
+        let mut secrets = self.secrets.clone();
+        secrets.insert(user.name.clone(), secret.clone());
+        Snapshot { config, secrets, file_users }
+    }
+
+    /// This snapshot without `names` (looked-up users whose pools are closed).
+    fn without(&self, names: &[String]) -> Snapshot {
+        let mut config = self.config.clone();
+        let file_users = self.file_users;
+        let looked_up = config.users.split_off(file_users.min(config.users.len()));
+        let (gone, kept): (Vec<User>, Vec<User>) =
+            looked_up.into_iter().partition(|u| names.contains(&u.name));
+        config.users.extend(kept);
+        let mut secrets = self.secrets.clone();
+        for u in &gone {
+            secrets.remove(&u.name);
+        }
+        Snapshot { config, secrets, file_users }
     }
 }
 
@@ -93,10 +126,19 @@ pub struct App {
     /// Prepared statements shared by every transaction-mode pool.
     pub statements: Arc<crate::prepared::Registry>,
     pub cancels: Arc<CancelRegistry>,
+    /// ClientKeys recovered from SCRAM logins, for users with only a verifier (pass-through).
+    pub client_keys: ClientKeys,
+    /// Secrets found by `[auth_query]`, fresh for its `cache_ttl`.
+    pub looked_up: SecretCache,
+    /// The users found by `[auth_query]` that are in the snapshot and may have pools.
+    pub on_demand: OnDemandUsers,
     pub clients: Arc<ClientRegistry>,
     /// Bounds on connections logging in, cancels, password hashing and large messages.
     pub admission: Arc<crate::net::limits::Admission>,
     pub tls: Option<TlsAcceptor>,
+    /// `tls-server-end-point` data of pgvia's certificate: SCRAM-SHA-256-PLUS is offered
+    /// to TLS clients when this is set.
+    pub tls_channel_binding: Option<Vec<u8>>,
     pub started: SystemTime,
     phase: watch::Sender<Phase>,
     clients_count: AtomicUsize,
@@ -142,6 +184,10 @@ impl App {
             // Validation guarantees both files when TLS is on.
             _ => None,
         };
+        let tls_channel_binding = match (&tls, &config.general.tls_cert_file) {
+            (Some(_), Some(cert)) => tls::channel_binding(cert)?,
+            _ => None,
+        };
         let (phase, _) = watch::channel(Phase::Running);
         let analyzer = route::Analyzer::new(config.analyzer_options())?;
         let statements = Arc::new(crate::prepared::Registry::new(crate::prepared::PurgePolicy::default()));
@@ -155,9 +201,13 @@ impl App {
             notify: crate::notify::Hubs::default(),
             statements,
             cancels: Arc::new(CancelRegistry::default()),
+            client_keys: ClientKeys::default(),
+            looked_up: SecretCache::default(),
+            on_demand: OnDemandUsers::default(),
             clients: Arc::new(ClientRegistry::default()),
             admission,
             tls,
+            tls_channel_binding,
             started: SystemTime::now(),
             phase,
             clients_count: AtomicUsize::new(0),
@@ -189,6 +239,43 @@ impl App {
         self.snapshot.load().secrets.get(user).cloned()
     }
 
+    /// Puts a user found by `[auth_query]` into the configuration in use, so pools and
+    /// limits treat it as a listed user; `false` when it was there already, unchanged. A
+    /// reload starts from the file again and so drops such users (their pools close).
+    pub fn admit_looked_up(&self, user: &User, secret: &Arc<Secret>) -> bool {
+        let stored = user.password.as_deref();
+        if self.config().user(&user.name).is_some_and(|u| u.password.as_deref() == stored) {
+            return false;
+        }
+        self.snapshot.rcu(|old| old.with_looked_up(user, secret));
+        true
+    }
+
+    /// Takes users found by `[auth_query]` out of the configuration in use (never a user
+    /// the file lists).
+    pub fn drop_looked_up(&self, names: &[String]) {
+        if !names.is_empty() {
+            self.snapshot.rcu(|old| old.without(names));
+        }
+    }
+
+    /// Whether the file lists `user` (rather than `[auth_query]` having found it).
+    pub fn is_file_user(&self, user: &str) -> bool {
+        let snapshot = self.snapshot.load();
+        snapshot.config.users[..snapshot.file_users.min(snapshot.config.users.len())]
+            .iter()
+            .any(|u| u.name == user)
+    }
+
+    /// Clients logged in as `user` now.
+    pub fn user_clients(&self, user: &str) -> usize {
+        self.user_clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(user)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
     pub fn cancel_timeout(&self) -> Duration {
         self.config().pool.connect_timeout
     }
@@ -207,7 +294,7 @@ impl App {
                 port: 0,
                 dbname: db.server_dbname().to_owned(),
                 user: u.name.clone(),
-                password: u.password_for_server().map(str::to_owned),
+                credential: server_credential(&self.client_keys, u),
                 tls: db.server_tls(),
                 auth: server_auth_policy(&config, db),
             });
@@ -273,8 +360,8 @@ impl App {
     ) -> Arc<Pool> {
         let settings = config.pool_settings(db, user);
         // Pools are made for servers the configuration lists; a stale index gets the first.
-        let addr =
-            pool_address(config, db, user, key.server).unwrap_or_else(|| first_address(config, db, user));
+        let addr = pool_address(config, db, user, key.server, &self.client_keys)
+            .unwrap_or_else(|| first_address(config, db, user, &self.client_keys));
         let (totals, waits) = match replacing {
             Some(old) => (old.totals.clone(), old.wait_histogram.clone()),
             None => Default::default(),
@@ -514,29 +601,54 @@ pub(crate) fn pool_address(
     db: &Database,
     user: &User,
     server: Option<usize>,
+    keys: &ClientKeys,
 ) -> Option<ServerAddress> {
     match server {
-        None => Some(first_address(config, db, user)),
-        Some(i) => db.servers.get(i).map(|s| address(config, db, user, &s.host, s.port)),
+        None => Some(first_address(config, db, user, keys)),
+        Some(i) => db.servers.get(i).map(|s| address(config, db, user, keys, (&s.host, s.port))),
     }
 }
 
 /// The database's one server, or the first it lists.
-fn first_address(config: &Config, db: &Database, user: &User) -> ServerAddress {
-    let (host, port) = db.first_server();
-    address(config, db, user, host, port)
+fn first_address(config: &Config, db: &Database, user: &User, keys: &ClientKeys) -> ServerAddress {
+    address(config, db, user, keys, db.first_server())
 }
 
-fn address(config: &Config, db: &Database, user: &User, host: &str, port: u16) -> ServerAddress {
+fn address(config: &Config, db: &Database, user: &User, keys: &ClientKeys, at: (&str, u16)) -> ServerAddress {
     ServerAddress {
-        host: host.to_owned(),
-        port,
+        host: at.0.to_owned(),
+        port: at.1,
         dbname: db.server_dbname().to_owned(),
         user: user.name.clone(),
-        password: user.password_for_server().map(str::to_owned),
+        credential: server_credential(keys, user),
         tls: db.server_tls(),
         auth: server_auth_policy(config, db),
     }
+}
+
+/// What pgvia logs in to PostgreSQL with as `user`: a plaintext password when it has one
+/// (`server_password`, or `password` in plaintext), else the stored hash or verifier itself,
+/// passed through (see `auth/keys.rs` for where a verifier's ClientKey comes from).
+fn server_credential(keys: &ClientKeys, user: &User) -> ServerCredential {
+    if let Some(p) = user.password_for_server() {
+        return ServerCredential::Password(p.to_owned());
+    }
+    match user.password.as_deref() {
+        Some(p) if PasswordFormat::of(p) == PasswordFormat::Md5 => ServerCredential::Md5Hash(p.to_owned()),
+        Some(p) => match wire::scram::ScramVerifier::parse(p) {
+            Ok(verifier) => ServerCredential::ScramPassThrough { verifier, slot: keys.slot(&user.name) },
+            // Validation refuses a malformed verifier before a pool is ever built.
+            Err(_) => ServerCredential::None,
+        },
+        None => ServerCredential::None,
+    }
+}
+
+/// Whether logins of `user` must leave their ClientKey for pgvia's own logins (SCRAM
+/// pass-through: a verifier and no `server_password`).
+pub fn passes_scram_through(user: &User) -> bool {
+    user.server_password.is_none()
+        && user.password.as_deref().is_some_and(|p| PasswordFormat::of(p) == PasswordFormat::ScramSha256)
 }
 
 fn server_auth_policy(config: &Config, db: &Database) -> crate::auth::ServerAuthPolicy {

@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod app;
 pub mod auth;
+pub mod auth_query;
 pub mod cancel;
 pub mod clients;
 pub mod config;

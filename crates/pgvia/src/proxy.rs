@@ -95,6 +95,7 @@ impl Proxy {
         let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
         let fallback_sweeper = tokio::spawn(retire_idle_fallback_pools(Arc::downgrade(&app)));
         let shard_recovery = tokio::spawn(crate::session::recover_shards(Arc::downgrade(&app), port));
+        let on_demand_sweeper = tokio::spawn(crate::auth_query::pools::retire_idle(Arc::downgrade(&app)));
         let metrics = metrics.map(|l| tokio::spawn(crate::metrics::serve(l, app.clone())));
         loop {
             tokio::select! {
@@ -139,6 +140,7 @@ impl Proxy {
         sampler.abort();
         fallback_sweeper.abort();
         shard_recovery.abort();
+        on_demand_sweeper.abort();
         if let Some(m) = metrics {
             m.abort();
         }
@@ -196,6 +198,8 @@ async fn retire_idle_fallback_pools(app: std::sync::Weak<App>) {
         };
         tokio::time::sleep(period.clamp(Duration::from_millis(100), Duration::from_secs(30))).await;
         let Some(app) = app.upgrade() else { return };
+        // Pools retired here or by a reload release their users' SCRAM ClientKeys.
+        app.client_keys.sweep();
         for name in app.retire_idle_fallback_pools(&mut idle_since, std::time::Instant::now()) {
             tracing::info!(database = %name, "closed the pools of a database reached through \"*\": unused for fallback_idle_timeout");
         }

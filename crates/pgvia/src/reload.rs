@@ -84,7 +84,7 @@ pub fn apply(app: &App, new: Config) -> Result<ReloadSummary, ReloadError> {
         let addr = db.zip(user).and_then(|(db, user)| {
             let multi = db.servers.len() > 1;
             (pool.key.server.is_some() == multi)
-                .then(|| pool_address(&config, db, user, pool.key.server))
+                .then(|| pool_address(&config, db, user, pool.key.server, &app.client_keys))
                 .flatten()
         });
         let retired = match (db, user, addr) {

@@ -1,7 +1,8 @@
 //! SCRAM-SHA-256 (RFC 5802, RFC 7677) as PostgreSQL speaks it: verifiers in `pg_authid`'s
 //! format and the server side of one exchange. No I/O; the caller supplies randomness.
 //!
-//! Channel binding is never offered (no `SCRAM-SHA-256-PLUS`), so clients must send the gs2
+//! Channel binding (`SCRAM-SHA-256-PLUS`, type `tls-server-end-point`) is for the caller to
+//! offer over TLS, with [`ServerExchange::set_binding`]; without it clients must send the gs2
 //! header `n,,`, or `y,,` when they could bind but saw that we cannot.
 
 use std::fmt;
@@ -14,8 +15,16 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use thiserror::Error;
 
+mod binding;
+mod client;
+
+pub use binding::{tls_server_end_point, EndPointError, TLS_SERVER_END_POINT};
+pub use client::{ClientExchangeError, KeyedClient};
+
 /// The SASL mechanism name.
 pub const SCRAM_SHA_256: &str = "SCRAM-SHA-256";
+/// The mechanism with channel binding.
+pub const SCRAM_SHA_256_PLUS: &str = "SCRAM-SHA-256-PLUS";
 /// PostgreSQL's default iteration count for new verifiers.
 pub const DEFAULT_ITERATIONS: u32 = 4096;
 /// Bytes of randomness in the server's part of the nonce.
@@ -99,6 +108,11 @@ impl ScramVerifier {
             stored_key: hmac(key, &[b"mock stored key ", user.as_bytes()]),
             server_key: hmac(key, &[b"mock server key ", user.as_bytes()]),
         }
+    }
+
+    /// Whether `key` is this verifier's ClientKey (H(ClientKey) = StoredKey), in constant time.
+    pub fn is_client_key(&self, key: &[u8; 32]) -> bool {
+        sha256(key).ct_eq(&self.stored_key).into()
     }
 
     /// Whether `password` is the one this verifier was made from. Costs `iterations` HMACs.
@@ -223,8 +237,17 @@ pub enum ScramError {
     AuthzidNotSupported,
     #[error("client requires an unsupported SCRAM extension")]
     UnsupportedExtension,
-    #[error("SCRAM channel binding data does not match the client-first-message")]
+    #[error("SCRAM channel binding check failed")]
     ChannelBindingMismatch,
+    /// The client sent `y`: it can bind but believes we cannot, though we offered
+    /// SCRAM-SHA-256-PLUS. Someone in between removed the offer.
+    #[error(
+        "SCRAM channel binding negotiation error: the client supports channel binding but thinks the \
+         server does not, and this server offered it"
+    )]
+    ChannelBindingDowngrade,
+    #[error("unsupported SCRAM channel binding type (only tls-server-end-point is offered)")]
+    UnsupportedBindingType,
     #[error("SCRAM nonce does not match the one negotiated")]
     NonceMismatch,
     #[error("SCRAM message received out of order")]
@@ -245,8 +268,9 @@ enum Phase {
     AwaitClientFinal {
         client_first_bare: Vec<u8>,
         server_first: Vec<u8>,
-        /// base64 of the gs2 header the client sent, which `c=` must repeat.
-        cbind_b64: &'static str,
+        /// base64 of the gs2 header the client sent and the binding data, which `c=`
+        /// must repeat.
+        cbind_b64: String,
         nonce: Vec<u8>,
     },
     Done {
@@ -256,10 +280,25 @@ enum Phase {
     Failed,
 }
 
+/// What one exchange settled about channel binding.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Binding {
+    /// SCRAM-SHA-256-PLUS was not offered (no TLS): `n` and `y` are accepted, `p` refused.
+    #[default]
+    NotOffered,
+    /// It was offered and the client chose SCRAM-SHA-256: `n` only, since `y` would mean
+    /// the client never saw the offer.
+    Declined,
+    /// The client chose SCRAM-SHA-256-PLUS: it must bind, with this `tls-server-end-point`
+    /// data.
+    Required(Vec<u8>),
+}
+
 /// The server side of one SCRAM-SHA-256 exchange.
 pub struct ServerExchange {
     verifier: ScramVerifier,
     server_nonce: String,
+    binding: Binding,
     phase: Phase,
 }
 
@@ -278,7 +317,17 @@ impl fmt::Debug for ServerExchange {
 impl ServerExchange {
     /// `server_nonce` must come from a cryptographically secure generator.
     pub fn new(verifier: ScramVerifier, server_nonce: &[u8; SERVER_NONCE_LEN]) -> Self {
-        Self { verifier, server_nonce: STANDARD.encode(server_nonce), phase: Phase::AwaitClientFirst }
+        Self {
+            verifier,
+            server_nonce: STANDARD.encode(server_nonce),
+            binding: Binding::NotOffered,
+            phase: Phase::AwaitClientFirst,
+        }
+    }
+
+    /// Says what was offered and chosen, before the client-first-message is handled.
+    pub fn set_binding(&mut self, binding: Binding) {
+        self.binding = binding;
     }
 
     /// Takes the client-first-message and returns the server-first-message.
@@ -295,17 +344,38 @@ impl ServerExchange {
     }
 
     fn on_client_first(&mut self, msg: &[u8]) -> Result<Vec<u8>, ScramError> {
-        let (cbind_b64, bare) = match msg {
-            [b'n', b',', rest @ ..] => ("biws", rest),
-            [b'y', b',', rest @ ..] => ("eSws", rest),
-            [b'p', b'=', ..] => return Err(ScramError::ChannelBindingNotSupported),
+        // gs2-header = flag "," [authzid] ","; the flag is `n`, `y` or `p=<type>`.
+        let comma = msg
+            .iter()
+            .position(|&b| b == b',')
+            .ok_or(ScramError::Malformed("invalid gs2 channel binding flag"))?;
+        let (flag, after) = (&msg[..comma], &msg[comma + 1..]);
+        let data: &[u8] = match (flag, &self.binding) {
+            (b"n", Binding::NotOffered | Binding::Declined) | (b"y", Binding::NotOffered) => &[],
+            (b"y", Binding::Declined) => return Err(ScramError::ChannelBindingDowngrade),
+            (b"n" | b"y", Binding::Required(_)) => {
+                return Err(ScramError::Malformed("SCRAM-SHA-256-PLUS selected without channel binding"));
+            }
+            ([b'p', b'=', name @ ..], Binding::Required(data)) => {
+                if name != TLS_SERVER_END_POINT.as_bytes() {
+                    return Err(ScramError::UnsupportedBindingType);
+                }
+                data
+            }
+            ([b'p', b'=', ..], Binding::NotOffered) => return Err(ScramError::ChannelBindingNotSupported),
+            ([b'p', b'=', ..], Binding::Declined) => {
+                return Err(ScramError::Malformed("channel binding requested with SCRAM-SHA-256"));
+            }
             _ => return Err(ScramError::Malformed("invalid gs2 channel binding flag")),
         };
-        let bare = match bare {
+        let bare = match after {
             [b',', rest @ ..] => rest,
             [b'a', b'=', ..] => return Err(ScramError::AuthzidNotSupported),
             _ => return Err(ScramError::Malformed("invalid gs2 header")),
         };
+        let mut cbind_input = msg[..comma + 2].to_vec();
+        cbind_input.extend_from_slice(data);
+        let cbind_b64 = STANDARD.encode(cbind_input);
         let mut attrs = Attributes::new(bare);
         let first = attrs.next().ok_or(ScramError::Malformed("missing username"))?;
         if first.starts_with(b"m=") {

@@ -7,7 +7,7 @@ use thiserror::Error;
 use wire::build;
 use wire::md5::verify_md5_response;
 use wire::reader::Reader;
-use wire::scram::{ScramError, ScramVerifier, ServerExchange, SCRAM_SHA_256};
+use wire::scram::{Binding, ScramError, ScramVerifier, ServerExchange, SCRAM_SHA_256, SCRAM_SHA_256_PLUS};
 use wire::sqlstate::SqlState;
 use wire::WireError;
 
@@ -121,6 +121,8 @@ enum State {
     SaslInitial {
         exchange: Box<ServerExchange>,
         doom: Option<Doom>,
+        /// `tls-server-end-point` data when SCRAM-SHA-256-PLUS was offered.
+        binding: Option<Vec<u8>>,
     },
     SaslFirst {
         exchange: Box<ServerExchange>,
@@ -154,15 +156,26 @@ impl ClientAuthenticator {
     /// Writes the first challenge into `out`; nothing for `Trust` and `Cert`, which are done
     /// at once ([`ClientAuthenticator::is_done`]) and ignore `secret`: whether the user may
     /// log in at all (and the certificate) is for the session to decide.
-    pub fn start(method: AuthMethod, secret: Option<&Secret>, user: &str, out: &mut BytesMut) -> Self {
+    ///
+    /// `binding` is the `tls-server-end-point` data of pgvia's certificate when the client
+    /// is on TLS: SCRAM-SHA-256-PLUS is then offered beside SCRAM-SHA-256, also to unknown
+    /// users, so the offer reveals nothing.
+    pub fn start(
+        method: AuthMethod,
+        secret: Option<&Secret>,
+        user: &str,
+        binding: Option<&[u8]>,
+        out: &mut BytesMut,
+    ) -> Self {
         let unknown = Doom::UnknownUser;
+        let scram = |verifier, doom, out: &mut BytesMut| start_scram(verifier, doom, binding, out);
         let state = match (method, secret) {
             (AuthMethod::Trust | AuthMethod::Cert, _) => State::Done { client_key: None },
             (AuthMethod::Cleartext, s) => {
                 build::authentication_cleartext_password(out);
                 State::Cleartext { secret: s.cloned().ok_or(unknown) }
             }
-            (AuthMethod::Md5, Some(Secret::Scram(v))) => start_scram(v.clone(), None, out),
+            (AuthMethod::Md5, Some(Secret::Scram(v))) => scram(v.clone(), None, out),
             (AuthMethod::Md5, s) => {
                 let salt: [u8; 4] = rand::random();
                 build::authentication_md5_password(out, salt);
@@ -170,14 +183,14 @@ impl ClientAuthenticator {
                 State::Md5 { salt, stored }
             }
             (AuthMethod::ScramSha256, Some(s)) => match s.scram() {
-                Some(v) => start_scram(v.clone(), None, out),
+                Some(v) => scram(v.clone(), None, out),
                 None => {
                     let doom = Doom::Unusable { method, secret: s.kind() };
-                    start_scram(ScramVerifier::mock(user, mock_key()), Some(doom), out)
+                    scram(ScramVerifier::mock(user, mock_key()), Some(doom), out)
                 }
             },
             (AuthMethod::ScramSha256, None) => {
-                start_scram(ScramVerifier::mock(user, mock_key()), Some(unknown), out)
+                scram(ScramVerifier::mock(user, mock_key()), Some(unknown), out)
             }
         };
         Self { state, user: user.to_owned() }
@@ -232,11 +245,16 @@ impl ClientAuthenticator {
                 }
                 Ok((State::Done { client_key: None }, AuthStep::Done))
             }
-            State::SaslInitial { mut exchange, doom } => {
+            State::SaslInitial { mut exchange, doom, binding } => {
                 let mut r = Reader::new(body, "SASLInitialResponse");
-                if r.cstr_bytes()? != SCRAM_SHA_256.as_bytes() {
-                    return Err(AuthProtocolError::UnsupportedMechanism.into());
-                }
+                let mechanism = r.cstr_bytes()?;
+                let agreed = match (mechanism, binding) {
+                    (m, None) if m == SCRAM_SHA_256.as_bytes() => Binding::NotOffered,
+                    (m, Some(_)) if m == SCRAM_SHA_256.as_bytes() => Binding::Declined,
+                    (m, Some(data)) if m == SCRAM_SHA_256_PLUS.as_bytes() => Binding::Required(data),
+                    _ => return Err(AuthProtocolError::UnsupportedMechanism.into()),
+                };
+                exchange.set_binding(agreed);
                 let data = r.nullable_bytes()?;
                 r.finish()?;
                 match data {
@@ -277,10 +295,23 @@ impl ClientAuthenticator {
     }
 }
 
-fn start_scram(verifier: ScramVerifier, doom: Option<Doom>, out: &mut BytesMut) -> State {
-    build::authentication_sasl(out, &[SCRAM_SHA_256]);
+fn start_scram(
+    verifier: ScramVerifier,
+    doom: Option<Doom>,
+    binding: Option<&[u8]>,
+    out: &mut BytesMut,
+) -> State {
+    // PostgreSQL lists the PLUS variant first, and libpq picks it when it can.
+    match binding {
+        Some(_) => build::authentication_sasl(out, &[SCRAM_SHA_256_PLUS, SCRAM_SHA_256]),
+        None => build::authentication_sasl(out, &[SCRAM_SHA_256]),
+    }
     let nonce: [u8; wire::scram::SERVER_NONCE_LEN] = rand::random();
-    State::SaslInitial { exchange: Box::new(ServerExchange::new(verifier, &nonce)), doom }
+    State::SaslInitial {
+        exchange: Box::new(ServerExchange::new(verifier, &nonce)),
+        doom,
+        binding: binding.map(<[u8]>::to_vec),
+    }
 }
 
 /// The password (or MD5 response) of a PasswordMessage: one NUL-terminated string, nothing

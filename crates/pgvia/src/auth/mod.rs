@@ -7,6 +7,8 @@
 //! (after tag and length) and sends whatever frames they append to its write buffer.
 
 mod client;
+mod keys;
+mod looked_up;
 mod secret;
 mod server;
 
@@ -14,8 +16,12 @@ mod server;
 mod tests;
 
 pub use client::{AuthError, AuthProtocolError, AuthStep, ClientAuthenticator};
+pub use keys::{ClientKeys, KeySlot};
+pub use looked_up::{Found, LookedUp, SecretCache};
 pub use secret::{PlainSecret, Secret, SecretError};
-pub use server::{PlainPasswords, ServerAuthError, ServerAuthPolicy, ServerAuthStep, ServerAuthenticator};
+pub use server::{
+    PlainPasswords, ServerAuthError, ServerAuthPolicy, ServerAuthStep, ServerAuthenticator, ServerCredential,
+};
 
 /// How pgvia checks a client's password.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]

@@ -1,13 +1,69 @@
 //! pgvia as the client: logging in to PostgreSQL.
 
+use std::sync::Arc;
+
 use bytes::BytesMut;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
 use thiserror::Error;
 use wire::build;
 use wire::md5::{md5_hash, md5_salted};
 use wire::reader::Reader;
-use wire::scram::{parse_server_final, ServerFinal};
+use wire::scram::{parse_server_final, ClientExchangeError, KeyedClient, ScramVerifier, ServerFinal};
 use wire::WireError;
+
+use super::keys::KeySlot;
+
+/// What pgvia proves itself with when PostgreSQL asks. `Debug` shows no secret.
+#[derive(Clone, Default)]
+pub enum ServerCredential {
+    /// Nothing: the server must not ask for a password.
+    #[default]
+    None,
+    /// A plaintext password: answers every method.
+    Password(String),
+    /// The stored MD5 hash (`md5...`, as in `pg_authid`): answers MD5 challenges, which
+    /// only need md5(password || user), never the password.
+    Md5Hash(String),
+    /// A SCRAM verifier and the slot where a client's login leaves the ClientKey: answers
+    /// SCRAM from a server holding the same verifier, once a client has logged in.
+    ScramPassThrough { verifier: ScramVerifier, slot: Arc<KeySlot> },
+}
+
+impl ServerCredential {
+    fn kind(&self) -> &'static str {
+        match self {
+            ServerCredential::None => "no password",
+            ServerCredential::Password(_) => "a password",
+            ServerCredential::Md5Hash(_) => "only an MD5 hash",
+            ServerCredential::ScramPassThrough { .. } => "only a SCRAM verifier",
+        }
+    }
+}
+
+/// Same secret; two pass-through credentials are equal when their verifiers are, whatever
+/// their slots hold, so a reload that changes nothing keeps the pool.
+impl PartialEq for ServerCredential {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ServerCredential::None, ServerCredential::None) => true,
+            (ServerCredential::Password(a), ServerCredential::Password(b))
+            | (ServerCredential::Md5Hash(a), ServerCredential::Md5Hash(b)) => a == b,
+            (
+                ServerCredential::ScramPassThrough { verifier: a, .. },
+                ServerCredential::ScramPassThrough { verifier: b, .. },
+            ) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ServerCredential {}
+
+impl std::fmt::Debug for ServerCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind())
+    }
+}
 
 /// What the server connection does after an Authentication ('R') message was handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +105,16 @@ impl Default for ServerAuthPolicy {
 pub enum ServerAuthError {
     #[error("server asked for {method} authentication but no password is configured")]
     NoPassword { method: &'static str },
+    #[error("server asked for {method} authentication, which {have} cannot answer (set server_password)")]
+    Unanswerable { method: &'static str, have: &'static str },
+    /// SCRAM pass-through before any client of the user logged in with SCRAM.
+    #[error(
+        "no ClientKey for this user yet: pgvia holds only a SCRAM verifier and can log in to the server \
+         as this user once a client has logged in through pgvia with SCRAM"
+    )]
+    NoClientKeyYet,
+    #[error("SCRAM pass-through: {0}")]
+    PassThrough(#[from] ClientExchangeError),
     #[error("server asked for unsupported authentication method {name} (code {code})")]
     Unsupported { code: i32, name: &'static str },
     #[error(
@@ -75,10 +141,16 @@ pub enum ServerAuthError {
     ServerSignatureMismatch,
 }
 
+/// The client side of a SCRAM exchange: with the password, or with a recovered ClientKey.
+enum Scram {
+    Password(ScramSha256),
+    Keyed(KeyedClient),
+}
+
 enum State {
     Start,
-    SaslContinue(Box<ScramSha256>),
-    SaslFinal(Box<ScramSha256>),
+    SaslContinue(Box<Scram>),
+    SaslFinal(Box<Scram>),
     /// A password was sent; only AuthenticationOk may follow.
     AwaitOk,
     Done,
@@ -88,7 +160,7 @@ enum State {
 /// i.e. what follows the tag and length, starting with the 4-byte request code.
 pub struct ServerAuthenticator {
     user: String,
-    password: Option<String>,
+    credential: ServerCredential,
     policy: ServerAuthPolicy,
     state: State,
 }
@@ -107,8 +179,8 @@ const AUTH_SASL_CONTINUE: i32 = 11;
 const AUTH_SASL_FINAL: i32 = 12;
 
 impl ServerAuthenticator {
-    pub fn new(user: &str, password: Option<&str>, policy: ServerAuthPolicy) -> Self {
-        Self { user: user.to_owned(), password: password.map(str::to_owned), policy, state: State::Start }
+    pub fn new(user: &str, credential: &ServerCredential, policy: ServerAuthPolicy) -> Self {
+        Self { user: user.to_owned(), credential: credential.clone(), policy, state: State::Start }
     }
 
     /// Handles one 'R' message body and appends the reply frame, if any, to `out`.
@@ -139,7 +211,10 @@ impl ServerAuthenticator {
                 r.finish()?;
                 let salt = [salt[0], salt[1], salt[2], salt[3]];
                 self.plain_allowed("MD5")?;
-                let stored = md5_hash(&self.user, self.password("md5")?);
+                let stored = match &self.credential {
+                    ServerCredential::Md5Hash(hash) => hash.clone(),
+                    _ => md5_hash(&self.user, self.password("MD5")?),
+                };
                 build::password_message(out, md5_salted(&stored, salt).as_bytes());
                 (State::AwaitOk, ServerAuthStep::Continue)
             }
@@ -147,9 +222,21 @@ impl ServerAuthenticator {
                 if !offers_scram(r)? {
                     return Err(ServerAuthError::NoSupportedMechanism);
                 }
-                let password = self.password("SCRAM-SHA-256")?;
-                let scram = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
-                build::sasl_initial_response(out, SCRAM_SHA_256, scram.message());
+                let scram = match &self.credential {
+                    ServerCredential::ScramPassThrough { verifier, slot } => {
+                        let key = slot.key_for(verifier).ok_or(ServerAuthError::NoClientKeyYet)?;
+                        let nonce: [u8; 18] = rand::random();
+                        let keyed = KeyedClient::new(verifier, key, &nonce)?;
+                        build::sasl_initial_response(out, SCRAM_SHA_256, &keyed.client_first());
+                        Scram::Keyed(keyed)
+                    }
+                    _ => {
+                        let password = self.password("SCRAM-SHA-256")?;
+                        let scram = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
+                        build::sasl_initial_response(out, SCRAM_SHA_256, scram.message());
+                        Scram::Password(scram)
+                    }
+                };
                 (State::SaslContinue(Box::new(scram)), ServerAuthStep::Continue)
             }
             (AUTH_SASL_CONTINUE, State::SaslContinue(mut scram)) => {
@@ -163,14 +250,24 @@ impl ServerAuthenticator {
                         });
                     }
                 }
-                scram.update(r.rest()).map_err(ServerAuthError::ScramServerFirst)?;
-                build::sasl_response(out, scram.message());
+                match scram.as_mut() {
+                    Scram::Password(scram) => {
+                        scram.update(r.rest()).map_err(ServerAuthError::ScramServerFirst)?;
+                        build::sasl_response(out, scram.message());
+                    }
+                    Scram::Keyed(keyed) => build::sasl_response(out, &keyed.server_first(r.rest())?),
+                }
                 (State::SaslFinal(scram), ServerAuthStep::Continue)
             }
             (AUTH_SASL_FINAL, State::SaslFinal(mut scram)) => {
                 check_server_final(r.rest())?;
-                // The message is well formed, so a failure here can only be the signature.
-                scram.finish(r.rest()).map_err(|_| ServerAuthError::ServerSignatureMismatch)?;
+                match scram.as_mut() {
+                    // The message is well formed, so a failure here can only be the signature.
+                    Scram::Password(scram) => {
+                        scram.finish(r.rest()).map_err(|_| ServerAuthError::ServerSignatureMismatch)?;
+                    }
+                    Scram::Keyed(keyed) => keyed.server_final(r.rest())?,
+                }
                 (State::AwaitOk, ServerAuthStep::Continue)
             }
             (AUTH_OK | AUTH_CLEARTEXT | AUTH_MD5 | AUTH_SASL | AUTH_SASL_CONTINUE | AUTH_SASL_FINAL, _) => {
@@ -190,7 +287,11 @@ impl ServerAuthenticator {
     }
 
     fn password(&self, method: &'static str) -> Result<&str, ServerAuthError> {
-        self.password.as_deref().ok_or(ServerAuthError::NoPassword { method })
+        match &self.credential {
+            ServerCredential::Password(p) => Ok(p),
+            ServerCredential::None => Err(ServerAuthError::NoPassword { method }),
+            other => Err(ServerAuthError::Unanswerable { method, have: other.kind() }),
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! can build snapshots from it and tests can load as many configurations as they like.
 //! The file format is documented for operators in `docs/configuration.md`.
 
+pub(crate) mod auth_query;
 mod error;
 pub(crate) mod limits;
 mod model;
@@ -19,6 +20,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+pub use auth_query::AuthQuery;
 pub use error::{ConfigError, Problem};
 pub use limits::Limits;
 pub use model::{

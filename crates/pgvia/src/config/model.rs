@@ -104,6 +104,9 @@ pub struct Config {
     /// `[limits]`: bounds on what clients can make pgvia hold. Optional.
     #[serde(default)]
     pub limits: super::limits::Limits,
+    /// `[auth_query]`: users looked up in PostgreSQL at login. Optional.
+    #[serde(default)]
+    pub auth_query: Option<super::auth_query::AuthQuery>,
     /// The file this configuration was read from, re-read by a reload. Not a key.
     #[serde(skip)]
     pub origin: PathBuf,

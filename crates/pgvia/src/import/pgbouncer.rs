@@ -484,7 +484,7 @@ fn users_from(
         if kind != Stored::Plain {
             notes.push(Note::new(
                 &format!("user {name}"),
-                "stored as a hash: pgvia checks clients with it, but cannot log in to PostgreSQL with it yet; set server_password (plaintext) or let PostgreSQL trust pgvia",
+                "stored as a hash: pgvia checks clients with it and passes it through to PostgreSQL (an MD5 hash answers MD5; a SCRAM verifier answers SCRAM once a client has logged in, if PostgreSQL stores the same verifier); otherwise set server_password (plaintext)",
             ));
         }
         if admins.contains(&name.as_str()) {

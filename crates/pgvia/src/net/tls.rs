@@ -90,3 +90,21 @@ pub fn acceptor(
     config.alpn_protocols = vec![ALPN_POSTGRESQL.to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
+
+/// The `tls-server-end-point` channel binding data of pgvia's certificate (the first of
+/// `cert_file`), with which SCRAM-SHA-256-PLUS is offered to TLS clients. `None`, logged,
+/// when the certificate's signature has no RFC 5929 hash (Ed25519, RSA-PSS): clients are
+/// then offered SCRAM-SHA-256 only, and `channel_binding=require` fails in the client.
+pub fn channel_binding(cert_file: &Path) -> Result<Option<Vec<u8>>, TlsError> {
+    let chain = read_certs(cert_file)?;
+    let Some(leaf) = chain.first() else {
+        return Err(TlsError::NoCertificate { path: cert_file.display().to_string() });
+    };
+    match wire::scram::tls_server_end_point(leaf) {
+        Ok(data) => Ok(Some(data)),
+        Err(e) => {
+            tracing::warn!(certificate = %cert_file.display(), error = %e, "SCRAM channel binding (SCRAM-SHA-256-PLUS) is not offered");
+            Ok(None)
+        }
+    }
+}

@@ -6,6 +6,7 @@
 
 mod checkout;
 mod maintain;
+mod on_demand;
 mod patron;
 mod pin;
 
@@ -19,6 +20,7 @@ use thiserror::Error;
 use tokio::sync::{watch, Semaphore};
 
 pub use checkout::Checkout;
+pub use on_demand::OnDemandUsers;
 pub use patron::{Patron, PatronRef};
 pub use pin::PinReason;
 

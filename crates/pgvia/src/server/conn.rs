@@ -10,7 +10,7 @@ use wire::{build, FrameDecoder};
 
 use super::error::ServerError;
 use super::tracker::ReplyTracker;
-use crate::auth::{ServerAuthPolicy, ServerAuthStep, ServerAuthenticator};
+use crate::auth::{ServerAuthPolicy, ServerAuthStep, ServerAuthenticator, ServerCredential};
 use crate::cancel::{CancelTarget, CancelsInFlight};
 use crate::net::server_tls::ServerTlsSettings;
 use crate::net::{ServerEndpoint, ServerStream};
@@ -36,14 +36,15 @@ fn relay_room(buf: &mut BytesMut) {
     }
 }
 
-/// Where and as whom to connect. `Debug` does not show the password.
+/// Where and as whom to connect. `Debug` does not show the secret.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ServerAddress {
     pub host: String,
     pub port: u16,
     pub dbname: String,
     pub user: String,
-    pub password: Option<String>,
+    /// What pgvia answers the server's password request with.
+    pub credential: ServerCredential,
     /// TLS towards the server (the database's `server_tls_*` keys).
     pub tls: ServerTlsSettings,
     /// Which password requests are answered, and how much SCRAM work is done.
@@ -57,7 +58,7 @@ impl std::fmt::Debug for ServerAddress {
             .field("port", &self.port)
             .field("dbname", &self.dbname)
             .field("user", &self.user)
-            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("credential", &self.credential)
             .field("tls", &self.tls.mode)
             .finish()
     }
@@ -278,7 +279,7 @@ impl ServerConn {
         // would connected directly.
         build::startup_message(&mut out, [("user", addr.user.as_str()), ("database", addr.dbname.as_str())]);
         conn.stream.write_all(&out).await?;
-        let mut auth = ServerAuthenticator::new(&addr.user, addr.password.as_deref(), addr.auth);
+        let mut auth = ServerAuthenticator::new(&addr.user, &addr.credential, addr.auth);
         loop {
             let frame = conn.read_frame().await?;
             match frame.tag() {

@@ -105,13 +105,35 @@ pub async fn authenticate(
     user: &str,
 ) -> Result<(), SessionError> {
     let config = app.config();
-    let known = config.user(user);
-    let method = known.map_or(config.general.auth_method, |u| config.auth_method(u));
+    // A name the file does not list is looked up in PostgreSQL when `[auth_query]` says how
+    // (from the cache while fresh, so a changed password takes over within cache_ttl).
+    let looked_up = if config.auth_query.is_some() && !app.is_file_user(user) {
+        match crate::auth_query::lookup(app, user).await {
+            Ok(found) => Some(found),
+            Err(e) => {
+                tracing::warn!(user, error = %e, "cannot look up the user with auth_query");
+                return Err(SessionError::refused(
+                    SqlState::CONNECTION_FAILURE,
+                    "pgvia could not look up the user (auth_query failed; see pgvia's log)",
+                ));
+            }
+        }
+    } else {
+        None
+    };
+    let known = match &looked_up {
+        Some(found) => found.is_some(),
+        None => config.user(user).is_some(),
+    };
+    let method = match &looked_up {
+        Some(_) => config.general.auth_method,
+        None => config.user(user).map_or(config.general.auth_method, |u| config.auth_method(u)),
+    };
     // A certificate naming someone else, or none, reads the same as a user that does not
     // exist: 28000, and the name the client gave.
     let check_cert =
         method == AuthMethod::Cert || (config.general.tls_mode == TlsMode::VerifyFull && stream.is_tls());
-    if check_cert && (known.is_none() || stream.peer_common_name().as_deref() != Some(user)) {
+    if check_cert && (!known || stream.peer_common_name().as_deref() != Some(user)) {
         return Err(SessionError::Auth { user: user.to_owned(), source: AuthError::Certificate });
     }
     if method == AuthMethod::Cert {
@@ -123,15 +145,19 @@ pub async fn authenticate(
             "cleartext password authentication is only allowed over TLS (allow_cleartext_without_tls = false)",
         ));
     }
-    let secret = known.and_then(|_| app.secret(user));
+    let secret = match &looked_up {
+        Some(found) => found.as_ref().map(|f| f.secret.clone()),
+        None => config.user(user).and_then(|_| app.secret(user)),
+    };
     if method == AuthMethod::Trust {
-        return if known.is_some() {
+        return if known {
             Ok(())
         } else {
             Err(SessionError::Auth { user: user.to_owned(), source: crate::auth::AuthError::Failed })
         };
     }
-    let mut auth = ClientAuthenticator::start(method, secret.as_deref(), user, out);
+    let binding = app.tls_channel_binding.as_deref().filter(|_| stream.is_tls());
+    let mut auth = ClientAuthenticator::start(method, secret.as_deref(), user, binding, out);
     let decoder = FrameDecoder::new(MAX_AUTH_FRAME);
     loop {
         stream.write_all(out).await?;
@@ -168,7 +194,20 @@ pub async fn authenticate(
         };
         match step {
             Ok(AuthStep::Continue) => continue,
-            Ok(AuthStep::Done) => return Ok(()),
+            Ok(AuthStep::Done) => {
+                if let Some(Some(found)) = &looked_up {
+                    crate::auth_query::pools::admit(app, user, found)
+                        .map_err(|e| SessionError::refused(SqlState::TOO_MANY_CONNECTIONS, e.to_string()))?;
+                }
+                // SCRAM pass-through: this login's ClientKey is what pgvia logs in to the
+                // server with, for as long as the user has pools (auth/keys.rs).
+                if let Some(key) = auth.scram_client_key() {
+                    if app.config().user(user).is_some_and(crate::app::passes_scram_through) {
+                        app.client_keys.learn(user, key);
+                    }
+                }
+                return Ok(());
+            }
             Err(source) => return Err(SessionError::Auth { user: user.to_owned(), source }),
         }
     }

@@ -150,6 +150,103 @@ fn channel_binding_requests_are_refused() {
 }
 
 #[test]
+fn channel_binding_with_postgres_protocol_client() {
+    let data = vec![9u8; 32];
+    // The right data logs in; a relay's certificate gives other data and fails.
+    for (client_data, ok) in [(data.clone(), true), (vec![8u8; 32], false)] {
+        let mut ex = ServerExchange::new(verifier("pencil"), &[3; SERVER_NONCE_LEN]);
+        ex.set_binding(Binding::Required(data.clone()));
+        let mut client = ScramSha256::new(b"pencil", ChannelBinding::tls_server_end_point(client_data));
+        let result = run(&mut client, &mut ex);
+        if ok {
+            client.finish(&result.unwrap()).unwrap();
+        } else {
+            assert_eq!(result, Err(ScramError::ChannelBindingMismatch));
+        }
+    }
+}
+
+#[test]
+fn channel_binding_negotiation_errors() {
+    let offered = |b: Binding| {
+        let mut ex = ServerExchange::new(verifier("pencil"), &[3; SERVER_NONCE_LEN]);
+        ex.set_binding(b);
+        ex
+    };
+    // Offered, declined, and the client says it could have: the offer was stripped.
+    assert_eq!(
+        offered(Binding::Declined).client_first(b"y,,n=,r=abc"),
+        Err(ScramError::ChannelBindingDowngrade)
+    );
+    assert!(offered(Binding::Declined).client_first(b"n,,n=,r=abc").is_ok());
+    assert!(offered(Binding::NotOffered).client_first(b"y,,n=,r=abc").is_ok());
+    let required = || Binding::Required(vec![1; 32]);
+    assert!(offered(required()).client_first(b"n,,n=,r=abc").is_err());
+    assert_eq!(
+        offered(required()).client_first(b"p=tls-unique,,n=,r=abc"),
+        Err(ScramError::UnsupportedBindingType)
+    );
+    assert!(offered(required()).client_first(b"p=tls-server-end-point,,n=,r=abc").is_ok());
+    assert!(offered(Binding::Declined).client_first(b"p=tls-server-end-point,,n=,r=abc").is_err());
+}
+
+/// Runs a keyed client against a server exchange over `server_verifier`.
+fn keyed_login(
+    configured: &ScramVerifier,
+    key: [u8; 32],
+    server_verifier: ScramVerifier,
+) -> Result<(), String> {
+    let mut client = KeyedClient::new(configured, key, &[5; 18]).map_err(|e| e.to_string())?;
+    let mut ex = ServerExchange::new(server_verifier, &[6; SERVER_NONCE_LEN]);
+    let first = ex.client_first(&client.client_first()).map_err(|e| e.to_string())?;
+    let fin = client.server_first(&first).map_err(|e| e.to_string())?;
+    let server_final = ex.client_final(&fin).map_err(|e| e.to_string())?;
+    client.server_final(&server_final).map_err(|e| e.to_string())
+}
+
+#[test]
+fn keyed_client_logs_in_with_a_recovered_key() {
+    let v = verifier("pencil");
+    // The key as pgvia recovers it: from a real client's proof.
+    let mut ex = ServerExchange::new(v.clone(), &[7; SERVER_NONCE_LEN]);
+    let mut client = ScramSha256::new(b"pencil", ChannelBinding::unsupported());
+    run(&mut client, &mut ex).unwrap();
+    let key = ex.client_key().unwrap();
+    keyed_login(&v, key, v.clone()).unwrap();
+
+    // Same password, another salt or iteration count: named, before any proof is sent.
+    let other_salt = ScramVerifier::from_password("pencil", b"fedcba9876543210", 16);
+    assert!(keyed_login(&v, key, other_salt).unwrap_err().contains("salt differs"));
+    let other_count = ScramVerifier::from_password("pencil", b"0123456789abcdef", 17);
+    let err = keyed_login(&v, key, other_count).unwrap_err();
+    assert!(err.contains("iteration count (17) differs from the configured verifier's (16)"), "{err}");
+    // A key that is not the verifier's is refused up front.
+    assert!(KeyedClient::new(&v, [0; 32], &[5; 18]).is_err());
+}
+
+#[test]
+fn keyed_client_checks_the_server() {
+    let v = verifier("pencil");
+    let key = {
+        let mut ex = ServerExchange::new(v.clone(), &[7; SERVER_NONCE_LEN]);
+        let mut client = ScramSha256::new(b"pencil", ChannelBinding::unsupported());
+        run(&mut client, &mut ex).unwrap();
+        ex.client_key().unwrap()
+    };
+    let mut client = KeyedClient::new(&v, key, &[5; 18]).unwrap();
+    assert_eq!(client.server_first(b"r=zzz,s=AAAA,i=16"), Err(ClientExchangeError::NonceMismatch));
+    let mut client = KeyedClient::new(&v, key, &[5; 18]).unwrap();
+    let mut ex = ServerExchange::new(v.clone(), &[6; SERVER_NONCE_LEN]);
+    let first = ex.client_first(&client.client_first()).unwrap();
+    client.server_first(&first).unwrap();
+    assert_eq!(
+        client.server_final(format!("v={}", STANDARD.encode([0u8; 32])).as_bytes()),
+        Err(ClientExchangeError::SignatureMismatch)
+    );
+    assert_eq!(client.server_final(b"v=x"), Err(ClientExchangeError::OutOfOrder));
+}
+
+#[test]
 fn client_first_errors() {
     let cases: &[(&[u8], ScramError)] = &[
         (b"", ScramError::Malformed("invalid gs2 channel binding flag")),
@@ -214,6 +311,16 @@ fn parses_server_final() {
 }
 
 proptest! {
+    #[test]
+    fn keyed_client_never_panics(msg in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let v = verifier("x");
+        let key = [1u8; 32];
+        let v = ScramVerifier { stored_key: sha256(&key), ..v };
+        let mut client = KeyedClient::new(&v, key, &[0; 18]).unwrap();
+        let _ = client.server_first(&msg);
+        let _ = client.server_final(&msg);
+    }
+
     #[test]
     fn client_first_never_panics(msg in proptest::collection::vec(any::<u8>(), 0..200)) {
         let mut ex = ServerExchange::new(verifier("x"), &[0; SERVER_NONCE_LEN]);

@@ -15,7 +15,7 @@ fn scram_login(
     password: &str,
 ) -> (Result<AuthStep, AuthError>, ClientAuthenticator, String) {
     let mut out = BytesMut::new();
-    let mut auth = ClientAuthenticator::start(method, secret, "alice", &mut out);
+    let mut auth = ClientAuthenticator::start(method, secret, "alice", None, &mut out);
     assert_eq!(auth_request(&mut out), (10, b"SCRAM-SHA-256\0\0".to_vec()));
 
     let mut client = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
@@ -61,6 +61,49 @@ fn scram_with_plain_and_verifier_secrets() {
     }
 }
 
+/// A PLUS login as postgres-protocol's client binds to `client_data` while pgvia binds to
+/// its own certificate's data.
+fn plus_login(secret: Option<&Secret>, client_data: Vec<u8>) -> Result<AuthStep, AuthError> {
+    let mut out = BytesMut::new();
+    let own = [4u8; 32];
+    let mut auth = ClientAuthenticator::start(AuthMethod::ScramSha256, secret, "alice", Some(&own), &mut out);
+    assert_eq!(auth_request(&mut out), (10, b"SCRAM-SHA-256-PLUS\0SCRAM-SHA-256\0\0".to_vec()));
+    let mut client = ScramSha256::new(b"pencil", ChannelBinding::tls_server_end_point(client_data));
+    let initial = body_of(|b| build::sasl_initial_response(b, "SCRAM-SHA-256-PLUS", client.message()));
+    auth.on_password_message(&initial, &mut out)?;
+    let (_, server_first) = auth_request(&mut out);
+    client.update(&server_first).unwrap();
+    auth.on_password_message(client.message(), &mut out)
+}
+
+#[test]
+fn scram_plus_binds_to_the_certificate() {
+    let [plain, _, scram] = alice_secrets();
+    for secret in [&plain, &scram] {
+        assert_eq!(plus_login(Some(secret), vec![4; 32]), Ok(AuthStep::Done));
+        // A relay's certificate: the client's binding data differs from pgvia's.
+        let e = plus_login(Some(secret), vec![5; 32]).unwrap_err();
+        assert_eq!(
+            e,
+            AuthError::Protocol(AuthProtocolError::Scram(wire::scram::ScramError::ChannelBindingMismatch))
+        );
+    }
+}
+
+#[test]
+fn scram_plus_is_offered_only_with_binding_data() {
+    let [plain, ..] = alice_secrets();
+    let mut out = BytesMut::new();
+    let mut auth = ClientAuthenticator::start(AuthMethod::ScramSha256, Some(&plain), "alice", None, &mut out);
+    assert_eq!(auth_request(&mut out), (10, b"SCRAM-SHA-256\0\0".to_vec()));
+    let client = ScramSha256::new(b"pencil", ChannelBinding::tls_server_end_point(vec![4; 32]));
+    let initial = body_of(|b| build::sasl_initial_response(b, "SCRAM-SHA-256-PLUS", client.message()));
+    assert!(matches!(
+        auth.on_password_message(&initial, &mut out),
+        Err(AuthError::Protocol(AuthProtocolError::UnsupportedMechanism))
+    ));
+}
+
 #[test]
 fn scram_unknown_user_fails_like_a_wrong_password() {
     let (r, auth, salt) = scram_login(AuthMethod::ScramSha256, None, "pencil");
@@ -85,7 +128,7 @@ fn scram_with_md5_secret_is_unusable_but_looks_failed() {
 fn scram_initial_response_may_come_later() {
     let [plain, ..] = alice_secrets();
     let mut out = BytesMut::new();
-    let mut auth = ClientAuthenticator::start(AuthMethod::ScramSha256, Some(&plain), "alice", &mut out);
+    let mut auth = ClientAuthenticator::start(AuthMethod::ScramSha256, Some(&plain), "alice", None, &mut out);
     frames(&mut out);
     let mut client = ScramSha256::new(b"pencil", ChannelBinding::unsupported());
     let initial = b"SCRAM-SHA-256\0\xff\xff\xff\xff";
@@ -99,7 +142,7 @@ fn scram_initial_response_may_come_later() {
 
 fn md5_login(secret: Option<&Secret>, password: &str) -> Result<AuthStep, AuthError> {
     let mut out = BytesMut::new();
-    let mut auth = ClientAuthenticator::start(AuthMethod::Md5, secret, "alice", &mut out);
+    let mut auth = ClientAuthenticator::start(AuthMethod::Md5, secret, "alice", None, &mut out);
     let (code, salt) = auth_request(&mut out);
     assert_eq!(code, 5);
     let salt: [u8; 4] = salt.try_into().unwrap();
@@ -121,7 +164,7 @@ fn md5_logins() {
 
 fn cleartext_login(secret: Option<&Secret>, password: &[u8]) -> Result<AuthStep, AuthError> {
     let mut out = BytesMut::new();
-    let mut auth = ClientAuthenticator::start(AuthMethod::Cleartext, secret, "alice", &mut out);
+    let mut auth = ClientAuthenticator::start(AuthMethod::Cleartext, secret, "alice", None, &mut out);
     assert_eq!(auth_request(&mut out), (3, vec![]));
     auth.on_password_message(&body_of(|b| build::password_message(b, password)), &mut out)
 }
@@ -141,7 +184,7 @@ fn cleartext_logins() {
 #[test]
 fn trust_needs_nothing() {
     let mut out = BytesMut::new();
-    let mut auth = ClientAuthenticator::start(AuthMethod::Trust, None, "alice", &mut out);
+    let mut auth = ClientAuthenticator::start(AuthMethod::Trust, None, "alice", None, &mut out);
     assert!(out.is_empty() && auth.is_done());
     let e = auth.on_password_message(b"pencil\0", &mut out).unwrap_err();
     assert_eq!(e, AuthError::Protocol(AuthProtocolError::Unexpected));
@@ -150,7 +193,7 @@ fn trust_needs_nothing() {
 fn protocol_error(method: AuthMethod, messages: &[&[u8]]) -> AuthProtocolError {
     let [plain, ..] = alice_secrets();
     let mut out = BytesMut::new();
-    let mut auth = ClientAuthenticator::start(method, Some(&plain), "alice", &mut out);
+    let mut auth = ClientAuthenticator::start(method, Some(&plain), "alice", None, &mut out);
     let (last, init) = messages.split_last().unwrap();
     for m in init {
         auth.on_password_message(m, &mut out).unwrap();
@@ -191,7 +234,7 @@ fn malformed_messages_are_protocol_violations() {
 #[test]
 fn unknown_user_reports_malformed_messages_the_same_way() {
     let mut out = BytesMut::new();
-    let mut auth = ClientAuthenticator::start(AuthMethod::ScramSha256, None, "ghost", &mut out);
+    let mut auth = ClientAuthenticator::start(AuthMethod::ScramSha256, None, "ghost", None, &mut out);
     auth.on_password_message(b"SCRAM-SHA-256\0\0\0\0\x09n,,n=,r=x", &mut out).unwrap();
     let e = auth.on_password_message(b"c=biws,r=x,p=AAAA", &mut out).unwrap_err();
     assert!(matches!(e, AuthError::Protocol(AuthProtocolError::Scram(_))));
@@ -211,7 +254,7 @@ proptest! {
             _ => Some(Secret::Scram(wire::scram::ScramVerifier::from_password("pencil", b"salt", 2))),
         };
         let mut out = BytesMut::new();
-        let mut auth = ClientAuthenticator::start(method, secret.as_ref(), "alice", &mut out);
+        let mut auth = ClientAuthenticator::start(method, secret.as_ref(), "alice", None, &mut out);
         for (i, m) in messages.iter().enumerate() {
             let mut body = if i == 0 { prefix.to_vec() } else { Vec::new() };
             body.extend_from_slice(m);

@@ -17,10 +17,20 @@ fn loopback(
     secret: Option<&Secret>,
     password: Option<&str>,
 ) -> Result<(), LoopbackError> {
+    let credential = password.map_or(ServerCredential::None, |p| ServerCredential::Password(p.to_owned()));
+    loopback_with(method, secret, &credential).map(drop)
+}
+
+/// As [`loopback`], with any credential; returns the ClientKey the checking side recovered.
+fn loopback_with(
+    method: AuthMethod,
+    secret: Option<&Secret>,
+    credential: &ServerCredential,
+) -> Result<Option<[u8; 32]>, LoopbackError> {
     let mut to_server = BytesMut::new();
     let mut to_client = BytesMut::new();
-    let mut client = ClientAuthenticator::start(method, secret, "alice", &mut to_server);
-    let mut server = ServerAuthenticator::new("alice", password, ServerAuthPolicy::default());
+    let mut client = ClientAuthenticator::start(method, secret, "alice", None, &mut to_server);
+    let mut server = ServerAuthenticator::new("alice", credential, ServerAuthPolicy::default());
     for _ in 0..10 {
         if client.is_done() {
             build::authentication_ok(&mut to_server);
@@ -30,7 +40,7 @@ fn loopback(
             let step = server.on_auth_request(f.body(), &mut to_client).map_err(LoopbackError::Server)?;
             if step == ServerAuthStep::Ok {
                 assert!(client.is_done());
-                return Ok(());
+                return Ok(client.scram_client_key());
             }
         }
         for f in frames(&mut to_client) {
@@ -73,7 +83,7 @@ fn no_password_configured() {
     let [plain, ..] = alice_secrets();
     for (method, name) in [
         (AuthMethod::Cleartext, "cleartext"),
-        (AuthMethod::Md5, "md5"),
+        (AuthMethod::Md5, "MD5"),
         (AuthMethod::ScramSha256, "SCRAM-SHA-256"),
     ] {
         let e = loopback(method, Some(&plain), None).unwrap_err();
@@ -85,6 +95,58 @@ fn no_password_configured() {
     loopback(AuthMethod::Trust, None, None).unwrap();
 }
 
+fn pencil() -> ServerCredential {
+    ServerCredential::Password("pencil".to_owned())
+}
+
+#[test]
+fn scram_pass_through_with_a_recovered_client_key() {
+    let verifier = wire::scram::ScramVerifier::from_password("pencil", b"0123456789abcdef", 64);
+    let stored = Secret::Scram(verifier.clone());
+    let keys = ClientKeys::default();
+    let credential =
+        ServerCredential::ScramPassThrough { verifier: verifier.clone(), slot: keys.slot("alice") };
+    // Before any client logged in, pgvia cannot answer the server.
+    let e = loopback_with(AuthMethod::ScramSha256, Some(&stored), &credential).unwrap_err();
+    assert!(matches!(e, LoopbackError::Server(ServerAuthError::NoClientKeyYet)), "{e:?}");
+    // A client with the password logs in to pgvia, which keeps the key from its proof...
+    let key = loopback(AuthMethod::ScramSha256, Some(&stored), Some("pencil"))
+        .and_then(|()| loopback_with(AuthMethod::ScramSha256, Some(&stored), &pencil()));
+    keys.learn("alice", key.unwrap().unwrap());
+    // ...and with it pgvia logs in to a server holding the same verifier.
+    loopback_with(AuthMethod::ScramSha256, Some(&stored), &credential).unwrap();
+    // A server with another salt for the same password: named as such.
+    let resalted =
+        Secret::Scram(wire::scram::ScramVerifier::from_password("pencil", b"fedcba9876543210", 64));
+    let e = loopback_with(AuthMethod::ScramSha256, Some(&resalted), &credential).unwrap_err();
+    assert!(e_text(&e).contains("salt differs"), "{e:?}");
+    // Only SCRAM can be answered with a verifier.
+    let plain = PlainSecret::new("pencil");
+    let e = loopback_with(AuthMethod::Md5, Some(&Secret::Plain(plain)), &credential).unwrap_err();
+    assert!(e_text(&e).contains("which only a SCRAM verifier cannot answer"), "{e:?}");
+}
+
+#[test]
+fn md5_pass_through_answers_with_the_stored_hash() {
+    let hash = wire::md5::md5_hash("alice", "pencil");
+    let credential = ServerCredential::Md5Hash(hash.clone());
+    let stored = Secret::Md5(hash);
+    loopback_with(AuthMethod::Md5, Some(&stored), &credential).unwrap();
+    let e =
+        loopback_with(AuthMethod::ScramSha256, Some(&Secret::Plain(PlainSecret::new("pencil"))), &credential)
+            .unwrap_err();
+    assert!(e_text(&e).contains("only an MD5 hash cannot answer"), "{e:?}");
+    let other = ServerCredential::Md5Hash(wire::md5::md5_hash("alice", "pencil?"));
+    assert!(loopback_with(AuthMethod::Md5, Some(&stored), &other).is_err());
+}
+
+fn e_text(e: &LoopbackError) -> String {
+    match e {
+        LoopbackError::Client(e) => e.to_string(),
+        LoopbackError::Server(e) => e.to_string(),
+    }
+}
+
 fn request(code: i32, rest: &[u8]) -> Vec<u8> {
     let mut b = code.to_be_bytes().to_vec();
     b.extend_from_slice(rest);
@@ -92,7 +154,7 @@ fn request(code: i32, rest: &[u8]) -> Vec<u8> {
 }
 
 fn first_error(steps: &[Vec<u8>]) -> ServerAuthError {
-    let mut auth = ServerAuthenticator::new("alice", Some("pencil"), ServerAuthPolicy::default());
+    let mut auth = ServerAuthenticator::new("alice", &pencil(), ServerAuthPolicy::default());
     let mut out = BytesMut::new();
     for s in steps {
         if let Err(e) = auth.on_auth_request(s, &mut out) {
@@ -131,7 +193,7 @@ fn ok_in_the_middle_of_scram_is_refused() {
 /// cannot produce the right signature, however it tries.
 #[test]
 fn server_signature_is_verified() {
-    let mut auth = ServerAuthenticator::new("alice", Some("pencil"), ServerAuthPolicy::default());
+    let mut auth = ServerAuthenticator::new("alice", &pencil(), ServerAuthPolicy::default());
     let mut out = BytesMut::new();
     auth.on_auth_request(&request(10, b"SCRAM-SHA-256\0\0"), &mut out).unwrap();
     let initial = frames(&mut out).pop().unwrap();
@@ -165,8 +227,8 @@ fn server_final_errors_and_garbage() {
         let mut to_server = BytesMut::new();
         let [plain, ..] = alice_secrets();
         let mut client =
-            ClientAuthenticator::start(AuthMethod::ScramSha256, Some(&plain), "alice", &mut to_server);
-        let mut server = ServerAuthenticator::new("alice", Some("pencil"), ServerAuthPolicy::default());
+            ClientAuthenticator::start(AuthMethod::ScramSha256, Some(&plain), "alice", None, &mut to_server);
+        let mut server = ServerAuthenticator::new("alice", &pencil(), ServerAuthPolicy::default());
         let mut to_client = BytesMut::new();
         for _ in 0..2 {
             for f in frames(&mut to_server) {
@@ -191,14 +253,14 @@ fn server_final_errors_and_garbage() {
 fn plain_passwords_are_refused_when_the_policy_says_so() {
     let policy = ServerAuthPolicy { plain_passwords: PlainPasswords::Refused, ..ServerAuthPolicy::default() };
     for (req, method) in [(request(3, b""), "cleartext"), (request(5, b"salt"), "MD5")] {
-        let mut auth = ServerAuthenticator::new("alice", Some("pencil"), policy);
+        let mut auth = ServerAuthenticator::new("alice", &pencil(), policy);
         let mut out = BytesMut::new();
         let e = auth.on_auth_request(&req, &mut out).unwrap_err();
         assert!(matches!(e, ServerAuthError::PlainRefused { method: m } if m == method), "{e:?}");
         assert!(out.is_empty(), "nothing of the password is sent");
     }
     // SCRAM is still answered.
-    let mut auth = ServerAuthenticator::new("alice", Some("pencil"), policy);
+    let mut auth = ServerAuthenticator::new("alice", &pencil(), policy);
     let mut out = BytesMut::new();
     auth.on_auth_request(&request(10, b"SCRAM-SHA-256\0\0"), &mut out).unwrap();
     assert!(!out.is_empty());
@@ -208,7 +270,7 @@ fn plain_passwords_are_refused_when_the_policy_says_so() {
 fn scram_iteration_count_is_bounded() {
     let run = |count: &str, max: u32| {
         let policy = ServerAuthPolicy { max_scram_iterations: max, ..ServerAuthPolicy::default() };
-        let mut auth = ServerAuthenticator::new("alice", Some("pencil"), policy);
+        let mut auth = ServerAuthenticator::new("alice", &pencil(), policy);
         let mut out = BytesMut::new();
         auth.on_auth_request(&request(10, b"SCRAM-SHA-256\0\0"), &mut out).unwrap();
         let initial = frames(&mut out).pop().unwrap();
