@@ -116,9 +116,6 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct General {
-    /// Names this pgvia among others in front of the same shards, in its two-phase commit
-    /// transaction ids. Default: the host name and listen port.
-    pub instance_id: Option<String>,
     /// Address to listen on, an IP address or a hostname. Default `"127.0.0.1"`.
     pub listen_addr: String,
     /// TCP port to listen on. Default 6432.
@@ -195,6 +192,9 @@ pub struct General {
     /// it, statements nobody uses any more are dropped, and a new one is refused with 53400
     /// when none can be. Default 100000, at least 1.
     pub max_prepared_statements_total: u32,
+    /// Names this pgvia among others in front of the same shards, in its two-phase commit
+    /// transaction ids. Default: the host name and listen port.
+    pub instance_id: Option<String>,
 }
 
 /// How log lines are written.
