@@ -128,6 +128,58 @@ async fn sharded_database_answers_as_one_postgres_would() {
     }
     assert!(compared >= 150, "{compared} statements compared");
 
+    // Reads over every shard that need merging: the same answer as one PostgreSQL.
+    let merged = [
+        ("SELECT count(*) FROM items", false),
+        ("SELECT sum(qty), avg(qty), min(name), max(id), count(DISTINCT qty) FROM items", false),
+        ("SELECT qty, count(*), sum(id) FROM items GROUP BY qty ORDER BY qty", true),
+        ("SELECT id, name FROM items ORDER BY id LIMIT 10 OFFSET 5", true),
+        ("SELECT id, name FROM items ORDER BY name DESC, id LIMIT 7", true),
+        ("SELECT DISTINCT qty FROM items ORDER BY qty", true),
+        ("SELECT qty, sum(id) FROM items GROUP BY qty HAVING count(*) > 3 ORDER BY 2 DESC, 1", true),
+        ("SELECT string_agg(name, ',' ORDER BY id) FROM items WHERE id < 50", false),
+        ("SELECT id % 3 AS m, avg(qty), stddev(qty) FROM items GROUP BY 1 ORDER BY 1", true),
+    ];
+    for (sql, ordered) in merged {
+        assert_eq!(
+            reply(&via, sql, ordered).await,
+            reply(&reference, sql, ordered).await,
+            "merged reply to {sql}"
+        );
+    }
+    let err =
+        via.simple_query("SELECT id, row_number() OVER (ORDER BY id) FROM items").await.expect_err("window");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("0A000"));
+    for (min, limit) in [(3i32, 7i64), (0, 100), (5, 1)] {
+        let sql = "SELECT id, qty FROM items WHERE qty > $1 ORDER BY id DESC LIMIT $2";
+        let got: Vec<(i64, i32)> = via
+            .query(sql, &[&min, &limit])
+            .await
+            .expect("merged Bind")
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let want: Vec<(i64, i32)> = reference
+            .query(sql, &[&min, &limit])
+            .await
+            .expect("reference")
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assert_eq!(got, want, "{sql} with {min}, {limit}");
+    }
+    let got: i64 = via
+        .query_one("SELECT count(*) FROM items WHERE qty >= $1", &[&2i32])
+        .await
+        .expect("count by Bind")
+        .get(0);
+    let want: i64 = reference
+        .query_one("SELECT count(*) FROM items WHERE qty >= $1", &[&2i32])
+        .await
+        .expect("reference")
+        .get(0);
+    assert_eq!(got, want);
+
     // Extended protocol, key in Bind parameters (binary int8).
     for id in 200..260i64 {
         let n = via

@@ -48,6 +48,9 @@ pub struct Limits {
     /// How long a `/health` answer is reused. Default `"1s"`.
     #[serde(deserialize_with = "values::duration")]
     pub health_cache: Duration,
+    /// Bytes one cross-shard merge (ORDER BY, GROUP BY, DISTINCT) may hold. Default 67108864
+    /// (64 MiB), at least 65536.
+    pub merge_memory_budget: u64,
 }
 
 impl Default for Limits {
@@ -65,6 +68,7 @@ impl Default for Limits {
             metrics_header_timeout: Duration::from_secs(5),
             metrics_max_connections: 16,
             health_cache: Duration::from_secs(1),
+            merge_memory_budget: 64 << 20,
         }
     }
 }
@@ -76,6 +80,9 @@ pub const MIN_CLIENT_BACKLOG: u32 = 64 * 1024;
 /// Problems with `[limits]`, as (key, message).
 pub fn problems(limits: &Limits, general: &super::General) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
+    if limits.merge_memory_budget < 65536 {
+        out.push(("limits.merge_memory_budget", "must be at least 65536".to_owned()));
+    }
     let at_least_one = [
         ("limits.max_pending_logins", limits.max_pending_logins),
         ("limits.max_pending_logins_per_address", limits.max_pending_logins_per_address),

@@ -100,7 +100,7 @@ impl ShardedSession<'_> {
         let mut needed = ShardSet::EMPTY;
         let mut writes = false;
         let mut bound_here: Vec<String> = Vec::new();
-        for frame in &frames {
+        for (at, frame) in frames.iter().enumerate() {
             let message = match FrontendMessage::parse_body(frame[0], &frame[5..]) {
                 Ok(m) => m,
                 Err(e) => return Err(e.into()),
@@ -158,9 +158,64 @@ impl ShardedSession<'_> {
                     needed = needed.union(set);
                     self.portals.insert(b.portal.to_owned(), set);
                     bound_here.push(b.portal.to_owned());
-                    parse_frame(&mut payload, &sql, &types);
+                    let select = analysis.len() == 1
+                        && analysis
+                            .statement(0)
+                            .is_some_and(|s| matches!(s.kind(), StatementKind::Select { .. }));
+                    let mut shard_sql = sql.clone();
+                    let mut describe = false;
+                    if select && set.len() > 1 {
+                        let described = frames[at + 1..].iter().take_while(|f| f[0] != fe::EXECUTE).any(|f| {
+                            matches!(FrontendMessage::parse_body(f[0], &f[5..]), Ok(FrontendMessage::Describe { target: Which::Portal, name }) if name == b.portal)
+                        });
+                        if b.result_formats.len() > 1 || self.next_merge.is_some() {
+                            self.refuse(
+                                SqlState::FEATURE_NOT_SUPPORTED.code(),
+                                "a cross-shard query that needs merging takes one result format for all columns, and one such query per Sync",
+                            );
+                            return Ok(());
+                        }
+                        let bind_values: Vec<(Option<&[u8]>, bool)> = values
+                            .iter()
+                            .enumerate()
+                            .map(|(n, v)| {
+                                let f = match formats.len() {
+                                    0 => 0,
+                                    1 => formats[0],
+                                    _ => formats.get(n).copied().unwrap_or(0),
+                                };
+                                (*v, f == 1)
+                            })
+                            .collect();
+                        match self.plan_merge(&sql, set, !described).await {
+                            Ok(Some(rewritten)) => {
+                                if let Some(Err(e)) =
+                                    self.next_merge.as_mut().map(|m| m.bind_params(&bind_values))
+                                {
+                                    self.next_merge = None;
+                                    self.refuse(e.sqlstate(), &e.to_string());
+                                    return Ok(());
+                                }
+                                shard_sql = Bytes::from(rewritten.into_bytes());
+                                describe = !described;
+                            }
+                            Ok(None) => {}
+                            Err((code, message)) => {
+                                self.refuse(code, &message);
+                                return Ok(());
+                            }
+                        }
+                    }
+                    parse_frame(&mut payload, &shard_sql, &types);
                     parse_drops.push(true);
                     bind_unnamed(&mut payload, frame);
+                    if describe {
+                        // The merge needs the shards' columns; the client did not ask for them.
+                        wire::build::frame(&mut payload, fe::DESCRIBE, |m| {
+                            m.put_u8(b'P');
+                            wire::build::put_cstr(m, b.portal.as_bytes());
+                        });
+                    }
                 }
                 FrontendMessage::Describe { target: Which::Statement, name } => {
                     match self.statements.get(name) {

@@ -60,6 +60,32 @@ pub struct FanOut {
     binary_copy: bool,
     /// A `CopyInResponse` went to the client: the lanes wait for the client's rows.
     copy_in: bool,
+    /// A cross-shard SELECT that needs merging (ORDER BY, aggregates, ...): the lanes'
+    /// RowDescription, DataRows and CommandComplete go to it, and what it writes goes out.
+    merge: Option<Merge>,
+}
+
+/// The merge engine at work on one exchange.
+pub struct Merge {
+    merger: merge::Merger,
+    /// The lanes that sent their CommandComplete (their rows are all in).
+    rows_done: Vec<bool>,
+    /// The merge wrote its CommandComplete (past a LIMIT, the rest is dropped).
+    finished: bool,
+    /// The client did not ask for a RowDescription (extended protocol without Describe):
+    /// the merged one is dropped.
+    drop_description: bool,
+}
+
+impl Merge {
+    pub fn new(merger: merge::Merger, lanes: usize, drop_description: bool) -> Merge {
+        Merge { merger, rows_done: vec![false; lanes], finished: false, drop_description }
+    }
+
+    /// The Bind's parameter values, for a `LIMIT $n` / `OFFSET $m`.
+    pub fn bind_params(&mut self, params: &[(Option<&[u8]>, bool)]) -> Result<(), merge::MergeError> {
+        self.merger.bind_params(params)
+    }
 }
 
 /// Binary COPY's file header starts so; its trailer is an int16 -1.
@@ -73,6 +99,7 @@ impl FanOut {
             failed: false,
             binary_copy: false,
             copy_in: false,
+            merge: None,
         }
     }
 
@@ -84,10 +111,23 @@ impl FanOut {
         &self.lanes
     }
 
-    /// Whether lane `i` should be read: it owes replies and is not too far ahead.
+    /// Merges this exchange's rows with the merge engine.
+    pub fn set_merge(&mut self, merge: Merge) {
+        self.merge = Some(merge);
+    }
+
+    /// Whether lane `i` should be read: it owes replies and is not too far ahead (of the
+    /// other lanes, or of an ORDER BY merge waiting for another shard's next row).
     pub fn wants_input(&self, i: usize) -> bool {
         let lane = &self.lanes[i];
-        lane.ready.is_none() && lane.queued < LANE_QUEUE_LIMIT
+        let merge_waits = self.merge.as_ref().is_some_and(|m| {
+            !m.finished
+                && !m.rows_done[i]
+                && !self.failed
+                && !m.merger.needs_input(i)
+                && lane.queue.is_empty()
+        });
+        lane.ready.is_none() && lane.queued < LANE_QUEUE_LIMIT && !merge_waits
     }
 
     /// Whether every lane is waiting for COPY data (the client was told so once).
@@ -139,6 +179,15 @@ impl FanOut {
                 if i == 0 {
                     out.extend_from_slice(&frame);
                 }
+            }
+            tag::ROW_DESCRIPTION | tag::DATA_ROW | tag::COMMAND_COMPLETE
+                if self.merge.is_some() && lane.queue.is_empty() =>
+            {
+                self.feed_merge(i, frame, out);
+            }
+            tag::ROW_DESCRIPTION | tag::DATA_ROW | tag::COMMAND_COMPLETE if self.merge.is_some() => {
+                lane.queued += frame.len();
+                lane.queue.push_back(frame);
             }
             tag::DATA_ROW | tag::COPY_DATA if lane.queue.is_empty() => out.extend_from_slice(&frame),
             _ => {
@@ -236,16 +285,30 @@ impl FanOut {
             }
             // Rows held behind the barrier flow now, up to each lane's next barrier.
             let binary_copy = self.binary_copy;
-            for (i, lane) in self.lanes.iter_mut().enumerate() {
-                while let Some(f) = lane.queue.front() {
-                    if !matches!(
-                        f[0],
-                        tag::DATA_ROW | tag::COPY_DATA | tag::NOTICE_RESPONSE | tag::NOTIFICATION_RESPONSE
-                    ) {
+            let merging = self.merge.is_some();
+            for i in 0..self.lanes.len() {
+                loop {
+                    let lane = &mut self.lanes[i];
+                    let Some(f) = lane.queue.front() else { break };
+                    let merged = merging
+                        && matches!(f[0], tag::ROW_DESCRIPTION | tag::DATA_ROW | tag::COMMAND_COMPLETE);
+                    if !merged
+                        && !matches!(
+                            f[0],
+                            tag::DATA_ROW
+                                | tag::COPY_DATA
+                                | tag::NOTICE_RESPONSE
+                                | tag::NOTIFICATION_RESPONSE
+                        )
+                    {
                         break;
                     }
                     let f = lane.queue.pop_front().unwrap_or_default();
                     lane.queued = lane.queued.saturating_sub(f.len());
+                    if merged {
+                        self.feed_merge(i, f, out);
+                        continue;
+                    }
                     // Queued before the CopyOutResponse said the COPY is binary.
                     if binary_copy && f[0] == tag::COPY_DATA {
                         if let Some(f) = binary_copy_data(f, i) {
@@ -254,6 +317,54 @@ impl FanOut {
                     } else {
                         out.extend_from_slice(&f);
                     }
+                }
+            }
+        }
+    }
+
+    /// Gives a lane's RowDescription, DataRow or CommandComplete to the merge engine and
+    /// writes what it can produce. A merge error is the client's error, as a shard's would be.
+    fn feed_merge(&mut self, i: usize, frame: Bytes, out: &mut BytesMut) {
+        let Some(m) = self.merge.as_mut() else { return };
+        if m.finished || self.failed {
+            return;
+        }
+        let fed = match frame[0] {
+            tag::ROW_DESCRIPTION => m.merger.row_description(i, &frame[5..]),
+            tag::DATA_ROW => m.merger.data_row_bytes(i, frame.slice(5..)),
+            _ => {
+                m.rows_done[i] = true;
+                m.merger.shard_done(i)
+            }
+        };
+        let mut produced = BytesMut::new();
+        let drained = fed.and_then(|()| m.merger.drain(&mut produced));
+        if m.drop_description && produced.first() == Some(&tag::ROW_DESCRIPTION) {
+            let len = u32::from_be_bytes([produced[1], produced[2], produced[3], produced[4]]) as usize;
+            let _ = produced.split_to((len + 1).min(produced.len()));
+            m.drop_description = false;
+        }
+        match drained {
+            Ok(merge::Drained::Finished) => {
+                m.finished = true;
+                out.extend_from_slice(&produced);
+            }
+            Ok(merge::Drained::NeedInput) => out.extend_from_slice(&produced),
+            Err(e) => {
+                out.extend_from_slice(&produced);
+                wire::build::ErrorFields::with_code(
+                    wire::build::Severity::Error,
+                    e.sqlstate(),
+                    &e.to_string(),
+                )
+                .write(out);
+                self.failed = true;
+                for lane in &mut self.lanes {
+                    let keep: VecDeque<Bytes> =
+                        lane.queue.drain(..).filter(|f| f[0] == tag::READY_FOR_QUERY).take(1).collect();
+                    lane.discarding = keep.is_empty();
+                    lane.queued = keep.iter().map(Bytes::len).sum();
+                    lane.queue = keep;
                 }
             }
         }

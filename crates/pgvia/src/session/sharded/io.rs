@@ -196,6 +196,9 @@ impl ShardedSession<'_> {
     ) -> Result<Flight, ServerError> {
         let lanes: Vec<ShardId> = targets.iter().collect();
         let mut fan = FanOut::new(lanes.len());
+        if let Some(merge) = self.next_merge.take() {
+            fan.set_merge(merge);
+        }
         for (i, &shard) in lanes.iter().enumerate() {
             let mut bytes = BytesMut::with_capacity(payload.for_shard(shard).len() + 32);
             let lane = fan.lane_mut(i);

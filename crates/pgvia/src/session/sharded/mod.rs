@@ -94,6 +94,10 @@ pub struct ShardedSession<'a> {
     quiet: bool,
     /// The last statement run ended in an error (ends a multi-statement query).
     errored: bool,
+    /// The merge for the next exchange's replies (a cross-shard SELECT that needs one).
+    next_merge: Option<fanout::Merge>,
+    /// How the database orders text, once asked (byte order under C/POSIX collations).
+    text_order: Option<merge::TextOrder>,
 }
 
 /// What the client sent next.
@@ -142,6 +146,8 @@ impl<'a> ShardedSession<'a> {
             turn: 0,
             quiet: false,
             errored: false,
+            next_merge: None,
+            text_order: None,
         }
     }
 
@@ -241,6 +247,7 @@ impl<'a> ShardedSession<'a> {
 
     /// Answers an exchange with an error of pgvia's own, and the ReadyForQuery after it.
     fn refuse(&mut self, code: &str, message: &str) {
+        self.next_merge = None;
         self.errored = true;
         wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, message)
             .write(&mut self.to_client);
@@ -309,6 +316,22 @@ impl<'a> ShardedSession<'a> {
             }
         };
         let writes = analysis.writes();
+        let select = analysis.len() == 1
+            && analysis.statement(0).is_some_and(|s| matches!(s.kind(), route::StatementKind::Select { .. }));
+        if select && targets.len() > 1 {
+            match self.plan_merge(sql, targets, false).await {
+                Ok(Some(shard_sql)) => {
+                    let mut query = BytesMut::new();
+                    wire::build::query(&mut query, &shard_sql);
+                    return self.exchange(targets, io::Payload::Same(&query), &[], writes).await;
+                }
+                Ok(None) => {}
+                Err((code, message)) => {
+                    self.refuse(code, &message);
+                    return Ok(());
+                }
+            }
+        }
         let settings = analysis
             .statements()
             .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
@@ -411,6 +434,58 @@ impl<'a> ShardedSession<'a> {
             .collect();
         let targets: ShardSet = frames.iter().map(|(s, _)| *s).collect();
         self.exchange(targets, io::Payload::PerShard(&frames), &[], true).await
+    }
+
+    /// A SELECT that several shards answer: when its rows need merging (ORDER BY, LIMIT,
+    /// aggregates, GROUP BY, DISTINCT), readies the merge for the exchange and returns the
+    /// query the shards run instead; `None` when concatenating their rows is the answer.
+    async fn plan_merge(
+        &mut self,
+        sql: &[u8],
+        targets: ShardSet,
+        drop_description: bool,
+    ) -> Result<Option<String>, (&'static str, String)> {
+        let text = std::str::from_utf8(sql)
+            .map_err(|_| ("0A000", "a cross-shard query must be valid UTF-8 to be merged".to_owned()))?;
+        let plan = merge::MergePlan::for_select(text).map_err(|e| (e.sqlstate(), e.to_string()))?;
+        if plan.is_plain() {
+            return Ok(None);
+        }
+        let text_order = self.text_order(targets.first().unwrap_or(0)).await;
+        let options = merge::MergeOptions {
+            memory_budget: self.app.config().limits.merge_memory_budget as usize,
+            text_order,
+        };
+        let merger = merge::Merger::new(&plan, targets.len(), options);
+        self.next_merge = Some(fanout::Merge::new(merger, targets.len(), drop_description));
+        Ok(Some(plan.shard_sql().to_owned()))
+    }
+
+    /// Whether the database's collation orders text byte-wise (`C`, `POSIX`, `C.UTF-8`),
+    /// so merged text order is PostgreSQL's; asked of a shard once per session.
+    async fn text_order(&mut self, shard: ShardId) -> merge::TextOrder {
+        if let Some(order) = self.text_order {
+            return order;
+        }
+        let timeout = self.app.config().general.server_reset_timeout;
+        let mut order = merge::TextOrder::Refuse;
+        if self.ensure_server(shard, false).await.is_ok() {
+            if let Some(c) = self.held[shard].as_mut() {
+                let sql = "SELECT datcollate FROM pg_catalog.pg_database WHERE datname = current_database()";
+                if let Ok(rows) = c.conn().query_rows(sql, timeout).await {
+                    let collate = rows
+                        .into_iter()
+                        .next()
+                        .and_then(|r| r.into_iter().next().flatten())
+                        .unwrap_or_default();
+                    if matches!(collate.to_ascii_lowercase().as_str(), "c" | "posix" | "c.utf-8" | "c.utf8") {
+                        order = merge::TextOrder::Bytes;
+                    }
+                }
+            }
+        }
+        self.text_order = Some(order);
+        order
     }
 
     /// Counts a statement that went to every shard for want of a key (`SHOW SHARD_FANOUTS`).
