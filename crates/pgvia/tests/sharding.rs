@@ -98,6 +98,10 @@ fn corpus() -> Vec<(String, bool)> {
     push("SELECT id FROM items WHERE id = 5 OR id = 77".into());
     push("UPDATE items SET qty = qty * 2 WHERE qty < 3".into());
     push("DELETE FROM items WHERE qty = 4".into());
+    // Omnisharded writes: every shard applies them; the count is one table's.
+    push("INSERT INTO kinds (k, label) VALUES (4, 'four'), (5, 'five')".into());
+    push("UPDATE kinds SET label = upper(label) WHERE k > 2".into());
+    push("DELETE FROM kinds WHERE k = 5".into());
     push("SELECT k, label FROM kinds".into());
     push("SELECT i.id, k.label FROM items i JOIN kinds k ON k.k = i.qty WHERE i.id = 22".into());
     push("SELECT 1 + 1, 'text'".into());

@@ -93,6 +93,9 @@ pub struct StatementRoute {
     /// their missing keys); false when they narrowed it, a hint chose, or the statement goes
     /// everywhere by its nature (DDL, omnisharded writes).
     pub missing_key: bool,
+    /// A write to omnisharded tables only: every shard applies the same change, so one
+    /// shard's row count is the statement's (not their sum).
+    pub replicated: bool,
 }
 
 /// Why a statement cannot be routed.
@@ -214,6 +217,7 @@ fn base_route(target: Target, explain: bool) -> StatementRoute {
         upsert: false,
         returning: false,
         missing_key: false,
+        replicated: false,
     }
 }
 
@@ -293,6 +297,9 @@ fn statement(
     let only_table = tables.len() == 1;
     let mut shards = ShardSet::EMPTY;
     let mut placed = false;
+    // Set by an omnisharded table written; cleared below if a sharded table is written too.
+    let mut replicated = false;
+    let mut sharded_write = false;
     for t in &tables {
         match placement(rules, t, session.search_path) {
             Placement::Catalog => {}
@@ -305,6 +312,7 @@ fn statement(
                 UnshardedTables::Refuse => return Err(RouteError::Refused { table: t.to_string() }),
                 UnshardedTables::Omnisharded if t.access != Access::Read => {
                     placed = true;
+                    replicated = true;
                     shards = shards.union(all);
                     route.reasons.add(|| format!("{t}: omnisharded table written → every shard"));
                 }
@@ -312,11 +320,13 @@ fn statement(
             },
             Placement::Sharded(rule) => {
                 placed = true;
+                sharded_write |= t.access != Access::Read;
                 let set = sharded_table(rules, stmt, t, rule, params, only_table, &mut route)?;
                 shards = shards.union(set);
             }
         }
     }
+    route.replicated = replicated && !sharded_write;
     route.target = match (placed, shards.is_empty()) {
         (false, _) => {
             if tables.is_empty() {

@@ -100,6 +100,7 @@ impl ShardedSession<'_> {
         let mut needed = ShardSet::EMPTY;
         let mut writes = false;
         let mut bound_here: Vec<String> = Vec::new();
+        let mut replicated = true;
         for (at, frame) in frames.iter().enumerate() {
             let message = match FrontendMessage::parse_body(frame[0], &frame[5..]) {
                 Ok(m) => m,
@@ -140,6 +141,7 @@ impl ShardedSession<'_> {
                         }
                     };
                     self.count_fanouts(&routes, &sql);
+                    replicated &= routes.iter().all(|r| r.replicated);
                     let set = match self.targets(&routes) {
                         Ok(s) => s,
                         Err(why) => {
@@ -268,6 +270,7 @@ impl ShardedSession<'_> {
         } else {
             needed
         };
+        self.next_replicated = replicated && !bound_here.is_empty();
         self.exchange(targets, super::io::Payload::Same(&payload), &parse_drops, writes).await?;
         // Portals end with their transaction.
         if matches!(self.tx, Tx::Idle) {

@@ -63,6 +63,8 @@ pub struct FanOut {
     /// A cross-shard SELECT that needs merging (ORDER BY, aggregates, ...): the lanes'
     /// RowDescription, DataRows and CommandComplete go to it, and what it writes goes out.
     merge: Option<Merge>,
+    /// Every lane applied the same change (omnisharded tables): counts are one lane's.
+    replicated: bool,
 }
 
 /// The merge engine at work on one exchange.
@@ -100,6 +102,7 @@ impl FanOut {
             binary_copy: false,
             copy_in: false,
             merge: None,
+            replicated: false,
         }
     }
 
@@ -109,6 +112,12 @@ impl FanOut {
 
     pub fn lanes(&self) -> &[Lane] {
         &self.lanes
+    }
+
+    /// The lanes apply the same change (a write to omnisharded tables): the client gets one
+    /// lane's row count, as from the one table it writes.
+    pub fn set_replicated(&mut self) {
+        self.replicated = true;
     }
 
     /// Merges this exchange's rows with the merge engine.
@@ -244,7 +253,11 @@ impl FanOut {
                 }
                 tag::COMMAND_COMPLETE => {
                     let tags: Vec<Bytes> = self.pop_heads();
-                    merged_command_complete(&tags, out);
+                    if self.replicated {
+                        out.extend_from_slice(tags.first().map_or(&[][..], |t| &t[..]));
+                    } else {
+                        merged_command_complete(&tags, out);
+                    }
                 }
                 tag::COPY_OUT_RESPONSE => {
                     let fronts = self.pop_heads();

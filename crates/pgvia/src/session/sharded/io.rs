@@ -199,6 +199,9 @@ impl ShardedSession<'_> {
         if let Some(merge) = self.next_merge.take() {
             fan.set_merge(merge);
         }
+        if std::mem::take(&mut self.next_replicated) {
+            fan.set_replicated();
+        }
         for (i, &shard) in lanes.iter().enumerate() {
             let mut bytes = BytesMut::with_capacity(payload.for_shard(shard).len() + 32);
             let lane = fan.lane_mut(i);

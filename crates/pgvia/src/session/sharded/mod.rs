@@ -98,6 +98,8 @@ pub struct ShardedSession<'a> {
     next_merge: Option<fanout::Merge>,
     /// How the database orders text, once asked (byte order under C/POSIX collations).
     text_order: Option<merge::TextOrder>,
+    /// The next exchange writes omnisharded tables only: one shard's row count is its count.
+    next_replicated: bool,
 }
 
 /// What the client sent next.
@@ -148,6 +150,7 @@ impl<'a> ShardedSession<'a> {
             errored: false,
             next_merge: None,
             text_order: None,
+            next_replicated: false,
         }
     }
 
@@ -195,6 +198,13 @@ impl<'a> ShardedSession<'a> {
     /// if there is one). A mix that would answer an any-shard statement more than once, or
     /// a multi-row INSERT whose rows belong to different shards, is refused.
     fn targets(&mut self, routes: &[StatementRoute]) -> Result<ShardSet, String> {
+        if routes.iter().any(|r| r.key_update) {
+            // Updated in place, the row could end up on a shard its new key does not name.
+            return Err(
+                "an UPDATE that assigns the sharding key could move the row to another shard, which is not supported yet: DELETE the row and INSERT it with its new key"
+                    .into(),
+            );
+        }
         let mut needed = ShardSet::EMPTY;
         let mut any: Option<ShardSet> = None;
         for r in routes {
@@ -247,6 +257,7 @@ impl<'a> ShardedSession<'a> {
 
     /// Answers an exchange with an error of pgvia's own, and the ReadyForQuery after it.
     fn refuse(&mut self, code: &str, message: &str) {
+        self.next_replicated = false;
         self.next_merge = None;
         self.errored = true;
         wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, message)
@@ -332,6 +343,7 @@ impl<'a> ShardedSession<'a> {
                 }
             }
         }
+        self.next_replicated = routes.iter().all(|r| r.replicated);
         let settings = analysis
             .statements()
             .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
