@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use common::ops::{admin_user, console};
 use common::toxiproxy::Toxiproxy;
-use common::{connect, direct_conninfo, start_pg, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
+use common::{connect, direct_conninfo, start_pg_with, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
 use scenarios::{Leg, Scenario};
 use workload::{Bystander, Failure, Writers};
 
@@ -45,6 +45,9 @@ pub struct World {
 
 impl World {
     fn via_client_leg(&self) -> String {
+        if std::env::var_os("PGVIA_FAULTS_DIRECT").is_some() {
+            return self.proxy.conninfo(USER, PASSWORD, DB);
+        }
         format!("host=127.0.0.1 port={} user={USER} password={PASSWORD} dbname={DB}", self.client_port)
     }
 
@@ -72,7 +75,14 @@ struct Row {
 
 async fn setup() -> Option<World> {
     let toxi = Toxiproxy::start().await?;
-    let pg = start_pg();
+    // Durable commits (the harness turns them off for speed): after kill -9 or an immediate
+    // stop, an acknowledged commit must survive crash recovery.
+    let pg = start_pg_with(
+        harness::ClusterOptions::default()
+            .set("fsync", "on")
+            .set("synchronous_commit", "on")
+            .set("full_page_writes", "on"),
+    );
     pg.create_user(OTHER, OTHER).unwrap();
     let operator = connect(&direct_conninfo(&pg, USER, PASSWORD, DB)).await.unwrap();
     operator

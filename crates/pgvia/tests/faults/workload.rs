@@ -86,23 +86,38 @@ async fn bounded<T>(
 impl Tally {
     fn fail(&mut self, what: &str, (f, text): (Failure, String), took: Duration) {
         if !matches!(f, Failure::Sql(_)) {
-            self.bare.push(format!("{what}: {text}"));
+            let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            self.bare.push(format!("{what} at {:.3} after {took:?}: {text}", at.as_secs_f64()));
         }
         self.failures.push((f, took));
     }
 }
 
-/// One transaction of writer `w`: INSERT its next sequence number (extended protocol) and
-/// COMMIT. Ok only when COMMIT was acknowledged.
+const INSERT: &str = "INSERT INTO ledger VALUES ($1, $2, $3)";
+
+/// One transaction of writer `w`: INSERT its next sequence number with a statement prepared
+/// once per connection, and COMMIT. Ok only when COMMIT was acknowledged.
+///
+/// The statement is kept, not prepared per call: tokio-postgres closes a dropped statement
+/// with a Close+Sync whose reply nobody waits for, and when a connection then ends, the
+/// server's (or pgvia's) FATAL is taken as that orphan's reply and the caller sees a bare
+/// `Closed` instead of the SQLSTATE that was sent.
 async fn write_one(
     client: &mut Client,
+    insert: &tokio_postgres::Statement,
     scenario: &str,
     w: i32,
     seq: i32,
 ) -> Result<(), tokio_postgres::Error> {
     let tx = client.transaction().await?;
-    tx.execute("INSERT INTO ledger VALUES ($1, $2, $3)", &[&scenario, &w, &seq]).await?;
+    tx.execute(insert, &[&scenario, &w, &seq]).await?;
     tx.commit().await
+}
+
+async fn connect_writer(conninfo: &str) -> Result<(Client, tokio_postgres::Statement), tokio_postgres::Error> {
+    let c = connect(conninfo).await?;
+    let insert = c.prepare(INSERT).await?;
+    Ok((c, insert))
 }
 
 impl Writers {
@@ -115,14 +130,17 @@ impl Writers {
                 let (stop, ledger, tally) = (stop.clone(), ledger.clone(), tally.clone());
                 let (conninfo, scenario) = (conninfo.clone(), scenario.to_owned());
                 tokio::spawn(async move {
-                    let mut client: Option<Client> = None;
+                    let mut client: Option<(Client, tokio_postgres::Statement)> = None;
                     let mut seq = 0;
                     while !stop.load(Ordering::Relaxed) {
                         let started = Instant::now();
-                        let c = match client.as_mut() {
-                            Some(c) if !c.is_closed() => c,
-                            _ => match bounded(connect(&conninfo)).await {
-                                Ok(c) => client.insert(c),
+                        let (c, insert) = match client.as_mut() {
+                            Some((c, insert)) if !c.is_closed() => (c, &*insert),
+                            _ => match bounded(connect_writer(&conninfo)).await {
+                                Ok(c) => {
+                                    let (c, insert) = client.insert(c);
+                                    (c, &*insert)
+                                }
                                 Err(f) => {
                                     tally.lock().unwrap().fail("connect", f, started.elapsed());
                                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -132,7 +150,7 @@ impl Writers {
                         };
                         seq += 1;
                         let started = Instant::now();
-                        match bounded(write_one(c, &scenario, w, seq)).await {
+                        match bounded(write_one(c, insert, &scenario, w, seq)).await {
                             Ok(()) => {
                                 ledger.lock().unwrap().acked.insert((w, seq));
                                 tally.lock().unwrap().ok += 1;
@@ -204,9 +222,9 @@ pub async fn time_to_heal(conninfo: &str, scenario: &str, limit: Duration) -> Op
     let started = Instant::now();
     while started.elapsed() < limit {
         let attempt = async {
-            let mut c = connect(conninfo).await?;
+            let (mut c, insert) = connect_writer(conninfo).await?;
             c.simple_query("SELECT 1").await?;
-            write_one(&mut c, scenario, 1000, 1).await
+            write_one(&mut c, &insert, scenario, 1000, 1).await
         };
         if let Ok(Ok(())) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
             return Some(started.elapsed());
