@@ -32,6 +32,8 @@ use workload::{Bystander, Failure, Writers};
 
 pub const POOL_SIZE: usize = 6;
 const HEAL_LIMIT: Duration = Duration::from_secs(15);
+/// query_timeout + connect_timeout (the cancel's limit) + 1 s, and scheduling slack.
+const SERVER_FAILURE_BOUND: Duration = Duration::from_millis(6500);
 const OTHER: &str = "other";
 
 /// Everything the scenarios share.
@@ -175,6 +177,15 @@ async fn run(world: &World, s: &Scenario) -> Row {
         // sees must carry a SQLSTATE.
         let bare = tally.failures.iter().filter(|(f, _)| !matches!(f, Failure::Sql(_))).count();
         assert_eq!(bare, 0, "{}: {bare} client failures without a SQLSTATE: {saw}: {:?}", s.name, tally.bare);
+        // ... and within the configured limits: query_timeout (2 s), then the cancel's own
+        // limit (connect_timeout, 2 s) and 1 s for its answer, before pgvia gives up on a
+        // server that answers nothing (the black hole is held longer than that).
+        assert!(
+            tally.slowest_failure() <= SERVER_FAILURE_BOUND,
+            "{}: a client waited {:?} for its error (bound {SERVER_FAILURE_BOUND:?})",
+            s.name,
+            tally.slowest_failure()
+        );
     }
     assert!(
         !tally.failures.iter().any(|(f, _)| *f == Failure::Hang),

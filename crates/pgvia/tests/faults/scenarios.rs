@@ -115,7 +115,7 @@ fn both(leg: Leg, kind: &'static str, attrs: Value) -> Fault {
 
 pub fn all() -> Vec<Scenario> {
     let s2 = Duration::from_secs(2);
-    let s4 = Duration::from_secs(4);
+    let s4 = Duration::from_secs(7);
     let mut out = Vec::new();
     for (leg, side) in [(Leg::Client, "client ↔ pgvia"), (Leg::Server, "pgvia ↔ PostgreSQL")] {
         let name = |what: &str| -> &'static str { Box::leak(format!("{what}, {side}").into_boxed_str()) };

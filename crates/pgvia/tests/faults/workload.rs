@@ -114,7 +114,9 @@ async fn write_one(
     tx.commit().await
 }
 
-async fn connect_writer(conninfo: &str) -> Result<(Client, tokio_postgres::Statement), tokio_postgres::Error> {
+async fn connect_writer(
+    conninfo: &str,
+) -> Result<(Client, tokio_postgres::Statement), tokio_postgres::Error> {
     let c = connect(conninfo).await?;
     let insert = c.prepare(INSERT).await?;
     Ok((c, insert))
