@@ -309,6 +309,13 @@ def main():
     a = p.parse_args()
     if a.minutes <= 0 or a.idle < 1:
         p.error("--minutes must be above 0 and --idle at least 1")
+    # pgvia and the idle-client tool each hold a descriptor per idle client, plus some.
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and a.idle > soft - 2000:
+        log(time.monotonic(), f"the descriptor limit is {soft}: {max(1, soft - 2000)} idle clients, not {a.idle}")
+        a.idle = max(1, soft - 2000)
     soak = Soak(a)
     try:
         ok = soak.run()
