@@ -257,10 +257,11 @@ admin = true
                     self.events.error("pgvia", None, f"pgvia exited with {self.pgvia.returncode}")
                     break
                 time.sleep(max(0.0, SAMPLE_EVERY - (time.monotonic() - now)))
+            # The last sample is the one above: after the workers stop the idle clients leave
+            # too, which is not growth or shrinkage of pgvia.
             self.stop.set()
             for t in workers:
                 t.join(timeout=30)
-            self.sample(w)
         self.check_end(run_start)
         return soak_report.write(self, samples, out, run_start)
 

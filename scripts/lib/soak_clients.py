@@ -201,16 +201,16 @@ def copy_body(soak):
 
 def cancel_body(soak):
     def body(conn):
-        # A cancel that arrives before the query has reached a server cancels nothing (directly
-        # connected too): on a loaded machine the first one may, so a second follows. psycopg
-        # sends a cancel only while a query is running.
-        timers = [threading.Timer(t, conn.cancel_safe) for t in (0.3, 1.5)]
+        # A cancel that arrives while the query still waits for a server (after a restart, the
+        # pool refills on a loaded machine) finds nothing to cancel and is dropped; more follow.
+        # psycopg sends a cancel only while a query is running.
+        timers = [threading.Timer(t, conn.cancel_safe) for t in (0.3, 1.5, 3, 5, 8)]
         for t in timers:
             t.start()
         try:
-            conn.execute("SELECT pg_sleep(5)")
+            conn.execute("SELECT pg_sleep(10)")
             conn.commit()
-            soak.events.error("cancel", "XX000", "pg_sleep(5) was not cancelled by two cancels")
+            soak.events.error("cancel", "XX000", "pg_sleep(10) was not cancelled by five cancels")
         except psycopg.errors.QueryCanceled:
             conn.rollback()
             soak.events.success()

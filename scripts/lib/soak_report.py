@@ -131,6 +131,10 @@ def write(soak, samples, out, run_start):
         idle_line = soak.idle_proc.stdout.read().strip()
     except Exception as e:  # noqa: BLE001 - reported, not fatal to the report
         idle_line = f"(idle clients did not report: {e})"
+    # pgvia's side of the idle clients: its client count must never fall below them.
+    fewest = min(r["clients"] for r in rows if r["t_s"] >= run_start_s)
+    if fewest < soak.args.idle:
+        problems.append(f"pgvia counted {fewest:.0f} clients at one point, fewer than the {soak.args.idle} idle ones")
     if "closed_by_peer=" in idle_line and "closed_by_peer=0" not in idle_line:
         problems.append(f"idle clients were closed by pgvia: {idle_line}")
 

@@ -137,19 +137,26 @@ async fn run(args: Args) -> Result<(), ToolError> {
         // The soak reads the first line while the connections are held.
         let _ = std::io::stdout().flush();
         tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
-        let closed = open.iter().filter(|s| closed_by_peer(s)).count();
-        println!("held={} closed_by_peer={closed}", open.len());
+        let held = open.len();
+        let closed = open.into_iter().map(closed_by_peer).filter(|&c| c).count();
+        println!("held={held} closed_by_peer={closed}");
+        return Ok(());
     }
     drop(open);
     Ok(())
 }
 
-/// True when the pooler closed (or reset) an idle connection: a read would return EOF or an
-/// error. An idle client is sent nothing, so any byte waiting is a message it did not expect
-/// (such as a FATAL before a close) and counts as closed too.
-fn closed_by_peer(stream: &TcpStream) -> bool {
+/// True when the pooler closed (or reset) an idle connection: a peek returns EOF or an error.
+/// An idle client is sent nothing, so a byte waiting is a message it did not expect (such as a
+/// FATAL before a close) and counts as closed too. The peek is a real system call on the
+/// socket, not tokio's cached readiness.
+fn closed_by_peer(stream: TcpStream) -> bool {
+    let Ok(stream) = stream.into_std() else { return true };
+    if stream.set_nonblocking(true).is_err() {
+        return true;
+    }
     let mut byte = [0u8; 1];
-    !matches!(stream.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    !matches!(stream.peek(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 /// Connects, sends a StartupMessage and reads until ReadyForQuery. Returns the open stream.
