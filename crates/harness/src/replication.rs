@@ -130,6 +130,12 @@ impl Cluster {
         self.pg_ctl_stop("immediate")
     }
 
+    /// Stops the server cleanly (`pg_ctl stop -m fast`: sessions are told 57P01 and rolled
+    /// back) and keeps it for [`Cluster::start_again`], as an operator's restart would.
+    pub fn stop_fast(&self) -> Result<(), HarnessError> {
+        self.pg_ctl_stop("fast")
+    }
+
     /// Starts a stopped server again, on the same port and data dir (a replica resumes
     /// streaming from its primary); returns once it accepts connections.
     pub fn start_again(&self) -> Result<(), HarnessError> {

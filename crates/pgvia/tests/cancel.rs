@@ -144,3 +144,30 @@ async fn cancel_with_a_wrong_key_cancels_nothing() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+/// Two cancels sent at once for one statement (a driver that retries, or a user pressing
+/// Ctrl-C twice): the first stops the statement, the second reaches the server while pgvia
+/// reads back what the transaction may have changed (a function ran, so everything is read
+/// back). Directly connected, the second cancel would hit an idle backend and do nothing;
+/// through pgvia it must not cost the client its connection either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_cancel_does_not_end_the_session() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&ConfigBuilder::new(&pg).pool("pool_mode = \"transaction\"")).await;
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    for round in 0..20 {
+        let token = client.cancel_token();
+        let cancels = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let (a, b) = tokio::join!(token.cancel_query(NoTls), token.cancel_query(NoTls));
+            a.and(b)
+        });
+        let err = client.simple_query("SELECT pg_sleep(5)").await.expect_err("the sleep is cancelled");
+        assert_eq!(sqlstate(&err).as_deref(), Some("57014"), "round {round}: {err:?}");
+        cancels.await.unwrap().unwrap();
+        let rows = client.simple_query("SELECT 1").await;
+        assert!(rows.is_ok(), "round {round}: the session ended after a double cancel: {rows:?}");
+    }
+    drop(client);
+    proxy.assert_no_leaks().await;
+}

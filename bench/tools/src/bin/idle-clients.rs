@@ -1,5 +1,5 @@
 //! Usage: idle-clients --port PORT --pid PID [--count 10000] [--user idle] [--database bench]
-//!                     [--concurrency 200] [--timeout-secs 120] [--settle-ms 1500]
+//!                     [--concurrency 200] [--timeout-secs 120] [--settle-ms 1500] [--hold-secs 0]
 //!
 //! Opens COUNT client connections to a pooler on 127.0.0.1:PORT, completes the login of each
 //! (the user must use trust authentication: no password is sent), keeps them all open and idle,
@@ -8,7 +8,10 @@
 //!
 //! `clients=N failed=N rss_before_kib=N rss_after_kib=N kib_per_client=F seconds=F`
 //!
-//! Every connection is closed when the tool exits; the whole run is bounded by --timeout-secs.
+//! Every connection is closed when the tool exits; the logins are bounded by --timeout-secs.
+//! With `--hold-secs N` (the soak, scripts/soak) the connections then stay open and idle for N
+//! more seconds, and a second line `held=N closed_by_peer=N` says how many were still open at
+//! the end: an idle client must survive reloads and server restarts.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -49,6 +52,9 @@ struct Args {
     /// Pause after the last login before reading RSS, so the pooler settles.
     #[arg(long, default_value_t = 1500)]
     settle_ms: u64,
+    /// Keep the connections open this long after the report, then say how many the pooler closed.
+    #[arg(long, default_value_t = 0)]
+    hold_secs: u64,
 }
 
 /// Longest message accepted during login (ParameterStatus values are short).
@@ -126,8 +132,31 @@ async fn run(args: Args) -> Result<(), ToolError> {
         open.len(),
         started.elapsed().as_secs_f64()
     );
+    if args.hold_secs > 0 {
+        use std::io::Write as _;
+        // The soak reads the first line while the connections are held.
+        let _ = std::io::stdout().flush();
+        tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
+        let held = open.len();
+        let closed = open.into_iter().map(closed_by_peer).filter(|&c| c).count();
+        println!("held={held} closed_by_peer={closed}");
+        return Ok(());
+    }
     drop(open);
     Ok(())
+}
+
+/// True when the pooler closed (or reset) an idle connection: a peek returns EOF or an error.
+/// An idle client is sent nothing, so a byte waiting is a message it did not expect (such as a
+/// FATAL before a close) and counts as closed too. The peek is a real system call on the
+/// socket, not tokio's cached readiness.
+fn closed_by_peer(stream: TcpStream) -> bool {
+    let Ok(stream) = stream.into_std() else { return true };
+    if stream.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut byte = [0u8; 1];
+    !matches!(stream.peek(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 /// Connects, sends a StartupMessage and reads until ReadyForQuery. Returns the open stream.

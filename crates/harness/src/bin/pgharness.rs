@@ -7,6 +7,7 @@
 //! pgharness start-replica --primary DIR --dir DIR [--port N] [--set key=value]...
 //! pgharness promote --dir DIR
 //! pgharness stop   --dir DIR
+//! pgharness restart --dir DIR | crash-restart --dir DIR
 //! pgharness status --dir DIR
 //! pgharness psql   --dir DIR [--db NAME] -c SQL
 //! pgharness bin    [--version 15|18] TOOL
@@ -25,6 +26,8 @@ const USAGE: &str = "usage:
       pg_basebackup -R a hot standby of the running cluster in --primary into DIR and start it
   pgharness promote --dir DIR         promote a standby (pg_ctl promote) and wait until it takes writes
   pgharness stop --dir DIR
+  pgharness restart --dir DIR         pg_ctl stop -m fast, then start again on the same port
+  pgharness crash-restart --dir DIR   the same with -m immediate (crash recovery at start)
   pgharness status --dir DIR          exit 0 and print PGPORT=/PGHOST= if running, 1 if not
   pgharness psql --dir DIR [--db NAME] -c SQL
                                       run SQL as the superuser over the unix socket
@@ -165,6 +168,15 @@ fn run(args: &[String]) -> Result<ExitCode, CliError> {
             } else {
                 eprintln!("pgharness: cluster in {} is not running", cluster.dir().display());
             }
+        }
+        "restart" | "crash-restart" => {
+            let cluster = Cluster::attach(&dir()?)?;
+            if command == "restart" {
+                cluster.stop_fast()?;
+            } else {
+                cluster.stop_now()?;
+            }
+            cluster.start_again()?;
         }
         "status" => {
             let cluster = Cluster::attach(&dir()?)?;

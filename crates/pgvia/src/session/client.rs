@@ -32,8 +32,8 @@ use crate::routing::decide::{self, Decision};
 use crate::routing::PoolGroup;
 use crate::routing::Target;
 use crate::server::tracker::{Pending, Replies, Request};
-use crate::server::ServerParams;
 use crate::server::CANCEL_SETTLE;
+use crate::server::{ServerError, ServerParams};
 
 /// A transaction-control statement pgvia answers itself while the client holds no server.
 enum Local {
@@ -711,10 +711,30 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// [`Self::refresh_state_once`], run again once if a cancel interrupted it: a client's
+    /// cancel that reaches the server just after its statement ended (two cancels sent at
+    /// once, or one racing the statement's end) lands on pgvia's own read-back. Directly
+    /// connected, that cancel would hit an idle backend and do nothing; it must not cost the
+    /// client its connection here. The read-back only reads and re-applies, so it can repeat.
+    async fn refresh_state(&mut self) -> Result<(), SessionError> {
+        match self.refresh_state_once().await {
+            Err(SessionError::Server(ServerError::Query { code, .. }))
+                if code == SqlState::QUERY_CANCELED.code() =>
+            {
+                if let Some(checkout) = self.server.as_ref() {
+                    checkout.conn_ref().cancels.settled(CANCEL_SETTLE).await;
+                }
+                tracing::debug!(pool = %self.pool.name, "a late cancel hit the session read-back; reading again");
+                self.refresh_state_once().await
+            }
+            other => other,
+        }
+    }
+
     /// At the end of a transaction that may have changed the session: reads the settings and
     /// the pins back from the server, restores startup settings a RESET took away, and tells
     /// the client about parameters that changed on the way.
-    async fn refresh_state(&mut self) -> Result<(), SessionError> {
+    async fn refresh_state_once(&mut self) -> Result<(), SessionError> {
         if self.state.reach == state::Reach::Everything {
             return self.refresh_everything().await;
         }

@@ -116,13 +116,18 @@ pub async fn relay(
                     inbox.drain_into(&mut bufs.to_client, HIGH_WATER);
                 }
             }
-            wait = timers.expired(), if timers.armed() => {
-                if wait != Wait::Server {
-                    return RelayEnd::Error(timers.closing_error(wait));
-                }
+            wait = timers.expired(), if timers.armed() => match wait {
                 // to_client holds whole frames only, so the warning lands between messages.
-                timers.cancel_request(server, &mut bufs.to_client);
-            }
+                Wait::Server => timers.cancel_request(server, &mut bufs.to_client),
+                // Not even the cancel got an answer: the server is unreachable. It is closed
+                // (its state is unknown) and the client told, rather than left waiting for a
+                // network that may never come back.
+                Wait::Cancelled => {
+                    server.mark_broken();
+                    return RelayEnd::ServerLost { error: timers.unanswered(), told_client: false };
+                }
+                _ => return RelayEnd::Error(timers.closing_error(wait)),
+            },
             r = sr.read_buf(&mut server.read_buf), if bufs.to_client.len() < HIGH_WATER => {
                 match r {
                     Ok(0) => {

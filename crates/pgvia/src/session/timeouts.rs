@@ -19,6 +19,9 @@ use crate::config::PoolSettings;
 use crate::server::tracker::Batch;
 use crate::server::ServerConn;
 
+/// How long a server may take to answer once a cancel was delivered to it.
+const CANCEL_ANSWER: Duration = Duration::from_secs(1);
+
 /// What the session is waiting for, and so which limit applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -30,6 +33,10 @@ pub enum Wait {
     IdleInTransaction,
     /// On the server, which owes replies.
     Server,
+    /// On the server still, after `query_timeout` sent it a cancel: if no reply comes within
+    /// the cancel's own time limit and a second more, the server is unreachable (a black
+    /// hole, a half-open connection) and is given up on.
+    Cancelled,
 }
 
 impl Wait {
@@ -88,12 +95,15 @@ impl Timers {
             Wait::ClientIdle => self.client_idle,
             Wait::IdleInTransaction => self.idle_in_transaction,
             Wait::Server => self.query,
+            Wait::Cancelled => self.cancel_timeout + CANCEL_ANSWER,
         }
     }
 
     /// Notes the session's current wait; a new kind of wait starts its own deadline.
     pub fn enter(&mut self, wait: Wait) {
-        if wait == self.wait || self.sleep.is_none() {
+        // A server wait after the cancel keeps the cancel's deadline.
+        let same = wait == self.wait || (wait == Wait::Server && self.wait == Wait::Cancelled);
+        if same || self.sleep.is_none() {
             return;
         }
         self.wait = wait;
@@ -102,7 +112,7 @@ impl Timers {
 
     /// The client did something: its idle time starts again.
     pub fn restart(&mut self) {
-        if self.sleep.is_some() && self.wait != Wait::Server {
+        if self.sleep.is_some() && !matches!(self.wait, Wait::Server | Wait::Cancelled) {
             self.arm();
         }
     }
@@ -133,7 +143,7 @@ impl Timers {
     /// `query_timeout` passed: cancels the server's work the way a client's own cancel would
     /// (the server connection counts it as in flight, so it is not handed on before the
     /// cancel lands) and warns the client, whose request then fails with the server's 57014.
-    pub fn cancel_request(&self, server: &ServerConn, to_client: &mut bytes::BytesMut) {
+    pub fn cancel_request(&mut self, server: &ServerConn, to_client: &mut bytes::BytesMut) {
         // Counted in flight now, before this task returns to the relay.
         let cancel = crate::cancel::ArmedCancel::for_held_server(server.cancel_target());
         let timeout = self.cancel_timeout;
@@ -143,6 +153,14 @@ impl Timers {
             }
         });
         self.query_timeout_notice(to_client);
+        self.wait = Wait::Cancelled;
+        self.arm();
+    }
+
+    /// The server did not answer even the cancel (see [`Wait::Cancelled`]): why the client's
+    /// request fails and the server is closed.
+    pub fn unanswered(&self) -> crate::server::ServerError {
+        crate::server::ServerError::Timeout(self.query + self.cancel_timeout + CANCEL_ANSWER)
     }
 
     /// The error that closes a client whose idle deadline passed.

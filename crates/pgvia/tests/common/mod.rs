@@ -12,6 +12,7 @@ pub mod raw;
 pub mod replicas;
 pub mod shards;
 pub mod tls;
+pub mod toxiproxy;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -116,6 +117,16 @@ impl ConfigBuilder {
     pub fn app_database(mut self, lines: &str) -> Self {
         self.databases[0].push('\n');
         self.databases[0].push_str(lines);
+        self
+    }
+
+    /// Points the `app` database at another port (a fault proxy in front of the cluster).
+    pub fn app_port(mut self, port: u16) -> Self {
+        let lines: Vec<String> = self.databases[0]
+            .lines()
+            .map(|l| if l.starts_with("port = ") { format!("port = {port}") } else { l.to_owned() })
+            .collect();
+        self.databases[0] = lines.join("\n");
         self
     }
 
