@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Usage: scripts/lib/test-binaries.sh JOBS CARGO_TEST_ARGS...
+#
+# What `cargo test CARGO_TEST_ARGS` does, with the test binaries run JOBS at a time instead of
+# one after another: most of them spend their time waiting on PostgreSQL servers they start,
+# so two cores take two at once. Binaries that load the whole machine (listed in SOLO) run
+# alone afterwards, so their timing and their thousands of sockets meet no neighbour. Each
+# binary runs in its package's directory, as cargo runs it; its output is printed whole when
+# it ends, with cargo's `Running` line first, so the `test result:` lines read as cargo's.
+# Doc-tests run last, through cargo. Exits non-zero if any binary failed.
+set -uo pipefail
+jobs=$1
+shift
+# Binaries run one at a time, after the others: file-descriptor and port floods, load
+# measurements, fault injection.
+SOLO=${SOLO:-"bounds pgbench faults robustness sharding_copy"}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cargo test "$@" --no-run --message-format=json-render-diagnostics >"$work/build.json" || exit 1
+python3 - "$work/build.json" >"$work/list" <<'PY'
+import json, os, sys
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-artifact" or not m.get("profile", {}).get("test") or not m.get("executable"):
+        continue
+    target = m["target"]
+    print("\t".join([m["executable"], os.path.dirname(m["manifest_path"]), target["name"], target["src_path"]]))
+PY
+
+run_one() {
+    local exe=$1 dir=$2 name=$3 src=$4 out
+    out=$(mktemp -p "$work")
+    (cd "$dir" && CARGO_MANIFEST_DIR=$dir CARGO=${CARGO:-cargo} "$exe" >"$out" 2>&1)
+    local status=$?
+    {
+        printf '     Running %s (%s)\n' "${src#"$dir"/}" "$exe"
+        cat "$out"
+    } >"$out.done"
+    # One writer at a time, so two binaries' outputs never interleave.
+    flock "$work/print.lock" cat "$out.done"
+    return $status
+}
+export -f run_one
+export work
+
+is_solo() {
+    local n
+    for n in $SOLO; do [[ $1 == "$n" ]] && return 0; done
+    return 1
+}
+
+: >"$work/parallel"
+: >"$work/solo"
+while IFS=$'\t' read -r exe dir name src; do
+    if is_solo "$name"; then
+        printf '%s\t%s\t%s\t%s\n' "$exe" "$dir" "$name" "$src" >>"$work/solo"
+    else
+        printf '%s\t%s\t%s\t%s\n' "$exe" "$dir" "$name" "$src" >>"$work/parallel"
+    fi
+done <"$work/list"
+
+status=0
+tr '\t' '\037' <"$work/parallel" |
+    xargs -d '\n' -P "$jobs" -I{} bash -c 'IFS=$'"'"'\037'"'"' read -r exe dir name src <<<"$1"; run_one "$exe" "$dir" "$name" "$src"' _ {} ||
+    status=1
+while IFS=$'\t' read -r exe dir name src; do
+    run_one "$exe" "$dir" "$name" "$src" || status=1
+done <"$work/solo"
+cargo test "$@" --doc || status=1
+exit $status
