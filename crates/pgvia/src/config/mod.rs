@@ -6,6 +6,7 @@
 //! The file format is documented for operators in `docs/configuration.md`.
 
 mod error;
+pub(crate) mod gateway;
 pub(crate) mod limits;
 mod model;
 mod resolve;
@@ -20,6 +21,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub use error::{ConfigError, Problem};
+pub use gateway::{Gateway, GatewayToken};
 pub use limits::Limits;
 pub use model::{
     AnalysisSettings, AuthMethod, CacheAdmission, Config, Database, General, LogFormat, PasswordFormat,

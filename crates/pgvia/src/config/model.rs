@@ -104,6 +104,10 @@ pub struct Config {
     /// `[limits]`: bounds on what clients can make pgvia hold. Optional.
     #[serde(default)]
     pub limits: super::limits::Limits,
+    /// `[gateway]`: SQL over HTTP and the wire protocol over WebSocket. Optional; off
+    /// unless `gateway.listen` is set.
+    #[serde(default)]
+    pub gateway: super::gateway::Gateway,
     /// The file this configuration was read from, re-read by a reload. Not a key.
     #[serde(skip)]
     pub origin: PathBuf,

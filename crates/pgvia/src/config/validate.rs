@@ -47,6 +47,9 @@ pub(crate) fn validate(config: &Config) -> Vec<Problem> {
     for (key, message) in super::limits::problems(&config.limits, &config.general) {
         v.report(key, message);
     }
+    for (key, message) in super::gateway::problems(&config.gateway, &config.general) {
+        v.report(key, message);
+    }
     v.problems
 }
 
