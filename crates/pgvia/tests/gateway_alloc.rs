@@ -91,7 +91,10 @@ fn data_row(values: &[Option<&[u8]>]) -> Vec<u8> {
 
 /// The four shapes of the benchmark: narrow integers, mixed types, a wide row with jsonb,
 /// half NULLs.
-fn shapes() -> Vec<(Vec<(u32, &'static str)>, Vec<u8>)> {
+/// Columns as (type oid, name), and one DataRow frame for them.
+type Shape = (Vec<(u32, &'static str)>, Vec<u8>);
+
+fn shapes() -> Vec<Shape> {
     let long = "some text with \"quotes\", a tab\t and é".repeat(4);
     vec![
         (vec![(23, "a"), (23, "b"), (21, "c")], data_row(&[Some(b"123456"), Some(b"-7"), Some(b"42")])),
