@@ -1,7 +1,8 @@
 //! Who an HTTP request is: from `Neon-Connection-String`, HTTP Basic, or a configured
 //! bearer token; checked against pgvia's own users and secrets as a wire login is.
 //!
-//! Every failure is the same 401, whether the user exists or not. A cleartext password
+//! Every failure is the same 401, whether the user exists or not (an unknown user's
+//! password is checked against a stand-in SCRAM verifier, so it costs the same). A cleartext password
 //! checked against a SCRAM verifier costs PBKDF2, run on the blocking pool behind the
 //! process-wide hashing permit (as wire logins do); a password verified once is remembered
 //! for `gateway.credential_cache_ttl` as a SHA-256 digest, tied to the secret it was
@@ -139,9 +140,17 @@ struct Remembered {
 }
 
 /// Checks credentials, remembering recent successes.
-#[derive(Default)]
 pub struct Verifier {
     cache: Mutex<HashMap<String, Remembered>>,
+    /// Salts the stand-in verifier an unknown user's password is checked against, so that
+    /// it costs what a real SCRAM check costs and timing does not tell the two apart.
+    mock_key: [u8; 32],
+}
+
+impl Default for Verifier {
+    fn default() -> Self {
+        Verifier { cache: Mutex::default(), mock_key: rand::random() }
+    }
 }
 
 impl Verifier {
@@ -165,11 +174,14 @@ impl Verifier {
             AuthMethod::Cert => return Err(Denied("certificate logins cannot be used over HTTP")),
             _ => {}
         }
-        let Some(secret) = app.secret(&c.user).filter(|_| known) else {
-            return Err(Denied("unknown user"));
+        let (secret, real) = match app.secret(&c.user).filter(|_| known) {
+            Some(s) => (s, true),
+            None => {
+                (Arc::new(Secret::Scram(wire::scram::ScramVerifier::mock(&c.user, &self.mock_key))), false)
+            }
         };
         let digest: [u8; 32] = Sha256::digest(password.as_bytes()).into();
-        if !ttl.is_zero() {
+        if real && !ttl.is_zero() {
             let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(r) = cache.get(&c.user) {
                 if r.at.elapsed() < ttl
@@ -192,6 +204,9 @@ impl Verifier {
         } else {
             secret.verify_plaintext(&c.user, password)
         };
+        if !real {
+            return Err(Denied("unknown user"));
+        }
         if !ok {
             return Err(Denied("wrong password"));
         }
