@@ -19,8 +19,10 @@ die() { printf 'bench/gateway.sh: %s\n' "$*" >&2; exit 1; }
 # shellcheck source=SCRIPTDIR/../scripts/lib/setup.sh
 source scripts/lib/setup.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-say "building pgvia and pgharness (release)"
-cargo build --release -q -p pgvia -p harness
+if [[ ${GATEWAY_BENCH_BUILD:-1} == 1 ]]; then # GATEWAY_BENCH_BUILD=0: use the release build as it is
+    say "building pgvia and pgharness (release)"
+    cargo build --release -q -p pgvia -p harness
+fi
 bin=$CARGO_TARGET_DIR/release
 
 work=$(mktemp -d /var/tmp/pgvia-gwbench.XXXXXX)
@@ -61,7 +63,7 @@ CREATE TABLE wide AS SELECT i AS id, 'alpha ' || i AS c1, 'beta ' || i AS c2, 'g
 CREATE TABLE nulls AS SELECT CASE WHEN i % 2 = 0 THEN i END AS a, CASE WHEN i % 2 = 1 THEN 'text ' || i END AS b,
     CASE WHEN i % 2 = 0 THEN i / 7.0 END AS c, CASE WHEN i % 2 = 1 THEN i % 3 = 0 END AS d
     FROM generate_series(1, $rows) i;
-VACUUM ANALYZE;
+ANALYZE narrow; ANALYZE mixed; ANALYZE wide; ANALYZE nulls;
 SQL
 
 gw_port=$(free_port)
@@ -94,9 +96,11 @@ for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$gw_port") 2>/dev/null && b
 
 now() { printf '%s' "$EPOCHREALTIME"; }
 
-# best_of COMMAND...: the shortest wall time (seconds) of $runs runs; the output's size in $size.
+# best_of COMMAND...: the shortest wall time (seconds) of $runs runs in $best, the output's size
+# in $size and its lines in $lines (globals: command substitution would lose them).
 best_of() {
-    local best= t0 t1 t
+    local t0 t1 t
+    best=
     for _ in $(seq "$runs"); do
         t0=$(now)
         "$@" >"$work/out"
@@ -106,7 +110,6 @@ best_of() {
     done
     size=$(stat -c %s "$work/out")
     lines=$(wc -l <"$work/out")
-    echo "$best"
 }
 
 via_copy() { psql -X -q "$direct" -c "COPY (SELECT * FROM $1) TO STDOUT"; }
@@ -118,8 +121,8 @@ via_pgvia() {
 
 printf '\n%-7s %12s %9s %12s %9s %9s %9s\n' shape "COPY rows/s" "COPY MB/s" "pgvia rows/s" "pgvia MB/s" "rows x" "MB/s x"
 for t in narrow mixed wide nulls; do
-    tc=$(best_of via_copy "$t"); sc=$size; lc=$lines
-    tp=$(best_of via_pgvia "$t"); sp=$size; lp=$lines
+    best_of via_copy "$t"; tc=$best; sc=$size; lc=$lines
+    best_of via_pgvia "$t"; tp=$best; sp=$size; lp=$lines
     [[ $lc == "$rows" && $lp == "$rows" ]] || die "$t: expected $rows rows, COPY gave $lc, pgvia $lp"
     python3 - "$t" "$rows" "$tc" "$sc" "$tp" "$sp" <<'PY'
 import sys

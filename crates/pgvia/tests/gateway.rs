@@ -159,7 +159,7 @@ async fn batches_run_in_one_transaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_and_refusals() {
     let pg = start_pg();
-    let p = gateway_proxy(&pg, "transaction", &["max_body_bytes = 2048"]).await;
+    let p = gateway_proxy(&pg, "transaction", &["max_body_bytes = 2048", "statement_timeout = \"500ms\""]).await;
     let gw = p.gateway.expect("gateway address");
     let h = auth(&p);
 
@@ -205,6 +205,10 @@ async fn errors_and_refusals() {
     // Non-text params are sent as their text and typed by the server.
     let a = http::sql(gw, &h, &json!({"query": "select $1::int + 1 as n, $2::bool as b, $3::int[] as a", "params": [41, true, [1, 2]]})).await;
     assert_eq!(a.json()["rows"][0], json!({"n": 42, "b": true, "a": [1, 2]}));
+
+    // gateway.statement_timeout reaches the server as the session's startup setting.
+    let a = http::sql(gw, &h, &json!({"query": "select pg_sleep(3)"})).await;
+    assert_eq!((a.status, a.json()["code"].clone()), (400, json!("57014")));
 
     // An unknown database: the session's own error.
     let a = http::sql(gw, &[neon_auth(p.port(), USER, PASSWORD, "nosuchdb")], &json!({"query": "select 1"}))
