@@ -159,7 +159,8 @@ async fn batches_run_in_one_transaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_and_refusals() {
     let pg = start_pg();
-    let p = gateway_proxy(&pg, "transaction", &["max_body_bytes = 2048", "statement_timeout = \"500ms\""]).await;
+    let p =
+        gateway_proxy(&pg, "transaction", &["max_body_bytes = 2048", "statement_timeout = \"500ms\""]).await;
     let gw = p.gateway.expect("gateway address");
     let h = auth(&p);
 
