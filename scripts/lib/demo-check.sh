@@ -22,6 +22,11 @@ rows=$(psql postgres://demo:demo@127.0.0.1:6432/demo -XAtc 'select count(*) from
 version=$(PGPASSWORD=admin psql -h 127.0.0.1 -p 6432 -U admin pgvia -XAtc 'SHOW VERSION')
 [[ $version == pgvia\ * ]] || { echo "demo-check: the admin console answered SHOW VERSION with '$version'"; exit 1; }
 curl -fsS http://127.0.0.1:9930/metrics | grep -q '^pgvia_queries_total{' || { echo "demo-check: no pgvia_queries_total at http://127.0.0.1:9930/metrics"; exit 1; }
+# The printed curl example works as printed.
+sql_line=$(grep -m1 '^SQL over HTTP:  curl ' <<<"$out" | sed 's/^SQL over HTTP:  //') \
+    || { echo "demo-check: no SQL-over-HTTP example printed"; exit 1; }
+answer=$(bash -c "$sql_line")
+grep -q '"rowCount":3' <<<"$answer" || { echo "demo-check: the printed curl example answered: $answer"; exit 1; }
 ./scripts/demo down
 if (exec 3<>/dev/tcp/127.0.0.1/6432) 2>/dev/null; then
     echo "demo-check: something still listens on 6432 after ./scripts/demo down"

@@ -14,6 +14,7 @@ pub mod cancel;
 pub mod clients;
 pub mod config;
 pub mod fdlimit;
+pub mod gateway;
 pub mod import;
 pub mod logging;
 pub mod metrics;

@@ -23,6 +23,8 @@ pub enum ProxyError {
     App(#[from] AppError),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
+    #[error(transparent)]
+    Gateway(#[from] crate::gateway::GatewayError),
 }
 
 /// A bound, not yet running proxy. Binding first lets callers (tests, the binary) learn the
@@ -34,6 +36,8 @@ pub struct Proxy {
     metrics: Option<TcpListener>,
     /// The Unix socket, when `general.unix_socket_dir` is set.
     unix: Option<UnixSocket>,
+    /// `POST /sql` and WebSocket, when `gateway.listen` is set.
+    gateway: Option<(TcpListener, Arc<crate::gateway::Gateway>)>,
 }
 
 /// How long sessions get to send their last words after `shutdown_timeout` has passed.
@@ -64,7 +68,21 @@ impl Proxy {
             ),
             None => None,
         };
-        Ok(Self { app, listener, metrics, unix })
+        let gateway = match app.config().gateway.listen.clone() {
+            Some(addr) => {
+                let l = TcpListener::bind(addr.as_str())
+                    .await
+                    .map_err(|source| ProxyError::Bind { addr, source })?;
+                Some((l, crate::gateway::Gateway::new(app.clone())?))
+            }
+            None => None,
+        };
+        Ok(Self { app, listener, metrics, unix, gateway })
+    }
+
+    /// Where the HTTP gateway is served, if it is.
+    pub fn gateway_addr(&self) -> Option<SocketAddr> {
+        self.gateway.as_ref().and_then(|(l, _)| l.local_addr().ok())
     }
 
     /// Where `/metrics` is served, if it is.
@@ -89,7 +107,7 @@ impl Proxy {
     /// at once, sessions finish their transactions for up to `shutdown_timeout`, and whoever
     /// is left is told 57P01 and closed.
     pub async fn run(self, stop: impl Future<Output = ()>) {
-        let Proxy { app, listener, metrics, unix } = self;
+        let Proxy { app, listener, metrics, unix, gateway } = self;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(app.config().general.listen_port);
         tokio::pin!(stop);
         let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
@@ -97,6 +115,7 @@ impl Proxy {
         let shard_recovery = tokio::spawn(crate::session::recover_shards(Arc::downgrade(&app), port));
         let on_demand_sweeper = tokio::spawn(crate::auth_query::pools::retire_idle(Arc::downgrade(&app)));
         let metrics = metrics.map(|l| tokio::spawn(crate::metrics::serve(l, app.clone())));
+        let gateway = gateway.map(|(l, gw)| tokio::spawn(crate::gateway::serve(l, gw)));
         loop {
             tokio::select! {
                 _ = &mut stop => break,
@@ -121,6 +140,10 @@ impl Proxy {
         }
         drop(listener);
         drop(unix);
+        // The gateway takes no new requests either; its sessions drain with the others.
+        if let Some(g) = gateway {
+            g.abort();
+        }
         let timeout = app.config().general.shutdown_timeout;
         tracing::info!(
             sessions = app.active_sessions(),
@@ -171,7 +194,7 @@ fn admit(app: &Arc<App>, stream: ClientStream, peer: ClientPeer, address: IpAddr
             let _ = match &stream {
                 ClientStream::Plain(tcp) => tcp.try_write(&out),
                 ClientStream::Unix(unix) => unix.try_write(&out),
-                ClientStream::Tls(_) => Ok(0),
+                ClientStream::Tls(_) | ClientStream::Memory(..) => Ok(0),
             };
             if let Some(count) = app.admission.note_refusal(refusal) {
                 tracing::warn!(%peer, refused = count, reason = %message, "connections refused before login");

@@ -254,6 +254,52 @@ pub fn query(buf: &mut BytesMut, sql: &str) {
     frame(buf, b'Q', |b| put_cstr(b, sql.as_bytes()));
 }
 
+/// Parse of an unnamed statement, parameter types left for the server to infer.
+pub fn parse_unnamed(buf: &mut BytesMut, sql: &str) {
+    frame(buf, b'P', |b| {
+        b.put_u8(0);
+        put_cstr(b, sql.as_bytes());
+        b.put_i16(0);
+    });
+}
+
+/// Bind of the unnamed statement to the unnamed portal, every parameter and result column in
+/// text format; `None` is NULL.
+pub fn bind_text<'v>(buf: &mut BytesMut, params: impl ExactSizeIterator<Item = Option<&'v [u8]>>) {
+    frame(buf, b'B', |b| {
+        b.put_u8(0);
+        b.put_u8(0);
+        b.put_i16(0);
+        b.put_i16(i16::try_from(params.len()).unwrap_or(i16::MAX));
+        for p in params {
+            match p {
+                Some(v) => {
+                    b.put_i32(i32::try_from(v.len()).unwrap_or(i32::MAX));
+                    b.put_slice(v);
+                }
+                None => b.put_i32(-1),
+            }
+        }
+        b.put_i16(0);
+    });
+}
+
+/// Describe of the unnamed portal.
+pub fn describe_portal(buf: &mut BytesMut) {
+    frame(buf, b'D', |b| {
+        b.put_u8(b'P');
+        b.put_u8(0);
+    });
+}
+
+/// Execute of the unnamed portal, all rows.
+pub fn execute_all(buf: &mut BytesMut) {
+    frame(buf, b'E', |b| {
+        b.put_u8(0);
+        b.put_i32(0);
+    });
+}
+
 pub fn sync(buf: &mut BytesMut) {
     frame(buf, b'S', |_| {});
 }

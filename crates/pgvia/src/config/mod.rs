@@ -7,6 +7,7 @@
 
 pub(crate) mod auth_query;
 mod error;
+pub(crate) mod gateway;
 pub(crate) mod limits;
 mod model;
 mod resolve;
@@ -22,6 +23,7 @@ use std::process::ExitCode;
 
 pub use auth_query::AuthQuery;
 pub use error::{ConfigError, Problem};
+pub use gateway::{Gateway, GatewayToken};
 pub use limits::Limits;
 pub use model::{
     AnalysisSettings, AuthMethod, CacheAdmission, Config, Database, General, LogFormat, PasswordFormat,

@@ -107,6 +107,10 @@ pub struct Config {
     /// `[auth_query]`: users looked up in PostgreSQL at login. Optional.
     #[serde(default)]
     pub auth_query: Option<super::auth_query::AuthQuery>,
+    /// `[gateway]`: SQL over HTTP and the wire protocol over WebSocket. Optional; off
+    /// unless `gateway.listen` is set.
+    #[serde(default)]
+    pub gateway: super::gateway::Gateway,
     /// The file this configuration was read from, re-read by a reload. Not a key.
     #[serde(skip)]
     pub origin: PathBuf,

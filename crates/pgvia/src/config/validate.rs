@@ -50,6 +50,9 @@ pub(crate) fn validate(config: &Config) -> Vec<Problem> {
     for (key, message) in config.auth_query.iter().flat_map(|aq| super::auth_query::problems(aq, config)) {
         v.report(key, message);
     }
+    for (key, message) in super::gateway::problems(&config.gateway, &config.general) {
+        v.report(key, message);
+    }
     v.problems
 }
 

@@ -10,4 +10,4 @@ pub mod stream;
 pub mod tls;
 
 pub use server_stream::{ServerEndpoint, ServerStream};
-pub use stream::{ClientPeer, ClientStream};
+pub use stream::{Carrier, ClientPeer, ClientStream};

@@ -4,21 +4,32 @@ use std::task::{Context, Poll};
 
 use std::net::SocketAddr;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::server::TlsStream;
 
-/// A client connection: TCP, TLS over TCP (after an SSLRequest or directly), or a Unix
-/// socket (never TLS, as with PostgreSQL).
+/// A client connection: TCP, TLS over TCP (after an SSLRequest or directly), a Unix
+/// socket (never TLS, as with PostgreSQL), or one end of an in-memory pipe whose other end
+/// is pgvia's own HTTP gateway (an HTTP request or a WebSocket tunnel speaking the wire
+/// protocol for its client, so it is served by the same session code).
 pub enum ClientStream {
     Plain(TcpStream),
     Unix(UnixStream),
     Tls(Box<TlsStream<TcpStream>>),
+    Memory(DuplexStream, Carrier),
+}
+
+/// What carries an in-memory client's bytes from its real peer to pgvia: a tunnel over a
+/// TLS connection counts as TLS (for `allow_cleartext_without_tls` and the like).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    Plain,
+    Tls,
 }
 
 impl ClientStream {
     pub fn is_tls(&self) -> bool {
-        matches!(self, Self::Tls(_))
+        matches!(self, Self::Tls(_) | Self::Memory(_, Carrier::Tls))
     }
 
     /// The common name of the certificate the client showed over TLS (rustls has checked it
@@ -28,7 +39,7 @@ impl ClientStream {
             Self::Tls(s) => {
                 s.get_ref().1.peer_certificates()?.first().and_then(|c| super::cert_name::common_name(c))
             }
-            Self::Plain(_) | Self::Unix(_) => None,
+            Self::Plain(_) | Self::Unix(_) | Self::Memory(..) => None,
         }
     }
 }
@@ -75,6 +86,7 @@ impl AsyncRead for ClientStream {
             Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Self::Unix(s) => Pin::new(s).poll_read(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Self::Memory(s, _) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -85,6 +97,7 @@ impl AsyncWrite for ClientStream {
             Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Self::Unix(s) => Pin::new(s).poll_write(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Self::Memory(s, _) => Pin::new(s).poll_write(cx, buf),
         }
     }
 
@@ -97,6 +110,7 @@ impl AsyncWrite for ClientStream {
             Self::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Self::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            Self::Memory(s, _) => Pin::new(s).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -105,6 +119,7 @@ impl AsyncWrite for ClientStream {
             Self::Plain(s) => s.is_write_vectored(),
             Self::Unix(s) => s.is_write_vectored(),
             Self::Tls(s) => s.is_write_vectored(),
+            Self::Memory(s, _) => s.is_write_vectored(),
         }
     }
 
@@ -113,6 +128,7 @@ impl AsyncWrite for ClientStream {
             Self::Plain(s) => Pin::new(s).poll_flush(cx),
             Self::Unix(s) => Pin::new(s).poll_flush(cx),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Self::Memory(s, _) => Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -121,6 +137,7 @@ impl AsyncWrite for ClientStream {
             Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Self::Unix(s) => Pin::new(s).poll_shutdown(cx),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Self::Memory(s, _) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }

@@ -58,14 +58,40 @@ pub async fn serve(app: Arc<App>, stream: ClientStream, peer: ClientPeer, pendin
             crate::net::stream::tune(tcp);
             tcp.local_addr().ok()
         }
-        ClientStream::Unix(_) | ClientStream::Tls(_) => None,
+        ClientStream::Unix(_) | ClientStream::Tls(_) | ClientStream::Memory(..) => None,
     };
     let _session = app.session_started();
-    match run(&app, stream, Endpoints { peer, local }, pending).await {
+    match run(&app, stream, Endpoints { peer, local }, pending, Entry::Wire).await {
         Ok(()) => tracing::debug!(%peer, "client session ended"),
         Err(SessionError::ClientIo(e)) => tracing::debug!(%peer, error = %e, "client connection closed"),
         Err(e) => tracing::info!(%peer, error = %e, "client refused"),
     }
+}
+
+/// Serves a client whose credentials pgvia has already checked (the HTTP gateway, against
+/// the same users and secrets): `startup` stands for the StartupMessage it would have sent,
+/// and the session goes from there as for any client (AuthenticationOk, settings, pools,
+/// routing), over `stream`, the session's end of an in-memory pipe.
+pub async fn serve_verified(
+    app: Arc<App>,
+    stream: ClientStream,
+    peer: ClientPeer,
+    startup: StartupMessage,
+    pending: PendingLogin,
+) {
+    let _session = app.session_started();
+    let entry = Entry::Verified(Box::new(startup));
+    match run(&app, stream, Endpoints { peer, local: None }, pending, entry).await {
+        Ok(()) => tracing::debug!(%peer, "gateway session ended"),
+        Err(e) => tracing::debug!(%peer, error = %e, "gateway session refused"),
+    }
+}
+
+/// How a client's session begins: from the first byte of the wire protocol, or already
+/// authenticated by the gateway with its startup parameters given.
+enum Entry {
+    Wire,
+    Verified(Box<StartupMessage>),
 }
 
 /// The two ends of a client's connection (`local` for TCP only).
@@ -80,20 +106,30 @@ async fn run(
     raw: ClientStream,
     ends: Endpoints,
     pending: PendingLogin,
+    entry: Entry,
 ) -> Result<(), SessionError> {
     // One deadline from accept to the end of authentication (`limits.startup_timeout`), so a
     // client cannot stretch its login by taking each step slowly.
     let limit = app.config().limits.startup_timeout;
     let login = Login { deadline: tokio::time::Instant::now() + limit, limit, pending };
-    let opening = tokio::time::timeout_at(login.deadline, startup::open(app, raw))
-        .await
-        .map_err(|_| SessionError::LoginTimeout(limit))??;
+    let (opening, checked) = match entry {
+        Entry::Wire => {
+            let opening = tokio::time::timeout_at(login.deadline, startup::open(app, raw))
+                .await
+                .map_err(|_| SessionError::LoginTimeout(limit))??;
+            (opening, Checked::No)
+        }
+        Entry::Verified(startup) => {
+            (Some(Opening::Login { stream: raw, startup: *startup, buf: BytesMut::new() }), Checked::Yes)
+        }
+    };
     let mut out = BytesMut::with_capacity(512);
     let (mut stream, result) = match opening {
         None | Some(Opening::Cancelled) => return Ok(()),
         Some(Opening::Refused { stream, error }) => (stream, Err(error)),
         Some(Opening::Login { mut stream, startup, mut buf }) => {
-            let result = logged_in(app, &mut stream, &startup, &mut buf, &mut out, ends, login).await;
+            let session = Start { startup: &startup, ends, login, checked };
+            let result = logged_in(app, &mut stream, &mut buf, &mut out, session).await;
             (stream, result)
         }
     };
@@ -114,24 +150,40 @@ struct Login {
     pending: PendingLogin,
 }
 
+/// Whether the client's credentials were checked before its session began (by the gateway).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    No,
+    Yes,
+}
+
+/// What a session starts from once its StartupMessage is known.
+struct Start<'a> {
+    startup: &'a StartupMessage,
+    ends: Endpoints,
+    login: Login,
+    checked: Checked,
+}
+
 /// Logs the client in, then serves it. Errors returned are login failures; how a session
 /// ended after login is logged by the session itself.
 async fn logged_in(
     app: &App,
     stream: &mut ClientStream,
-    startup: &StartupMessage,
     buf: &mut BytesMut,
     out: &mut BytesMut,
-    ends: Endpoints,
-    login: Login,
+    start: Start<'_>,
 ) -> Result<(), SessionError> {
+    let Start { startup, ends, login, checked } = start;
     let since = std::time::Instant::now();
     let identity = login::identify(startup)?;
     let protocol = login::negotiate(startup, out);
-    let auth = login::authenticate(app, stream, buf, out, &identity.user);
-    tokio::time::timeout_at(login.deadline, auth)
-        .await
-        .map_err(|_| SessionError::LoginTimeout(login.limit))??;
+    if checked == Checked::No {
+        let auth = login::authenticate(app, stream, buf, out, &identity.user);
+        tokio::time::timeout_at(login.deadline, auth)
+            .await
+            .map_err(|_| SessionError::LoginTimeout(login.limit))??;
+    }
     let config = app.config();
     // Counted once authenticated: a host that cannot log in holds a place among those
     // logging in (bounded per address), never one of max_client_connections.

@@ -7,6 +7,7 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod ops;
 pub mod raw;
 pub mod replicas;
@@ -66,6 +67,7 @@ pub struct ConfigBuilder {
     databases: Vec<String>,
     users: Vec<String>,
     limits: Vec<String>,
+    gateway: Vec<String>,
 }
 
 impl ConfigBuilder {
@@ -80,7 +82,15 @@ impl ConfigBuilder {
             )],
             users: vec![format!("name = \"{USER}\"\npassword = \"{PASSWORD}\"")],
             limits: Vec::new(),
+            gateway: Vec::new(),
         }
+    }
+
+    /// Adds a `key = value` line to `[gateway]` (its `listen` is set by [`TestProxy`] to an
+    /// ephemeral port whenever the section is present).
+    pub fn gateway(mut self, line: &str) -> Self {
+        self.gateway.push(line.to_owned());
+        self
     }
 
     /// Adds a `key = value` line to `[general]` (later lines override nothing: keys must be
@@ -147,6 +157,9 @@ impl ConfigBuilder {
         if !self.limits.is_empty() {
             s.push_str(&format!("\n[limits]\n{}\n", self.limits.join("\n")));
         }
+        if !self.gateway.is_empty() {
+            s.push_str(&format!("\n[gateway]\nlisten = \"127.0.0.1:0\"\n{}\n", self.gateway.join("\n")));
+        }
         s
     }
 }
@@ -158,6 +171,8 @@ pub struct TestProxy {
     pub unix_socket: Option<std::path::PathBuf>,
     /// Where `/metrics` is served, when `general.metrics_listen` is set.
     pub metrics: Option<SocketAddr>,
+    /// Where the HTTP gateway is served, when `[gateway]` is configured.
+    pub gateway: Option<SocketAddr>,
     pub app: Arc<App>,
     stop: Option<oneshot::Sender<()>>,
     done: Option<JoinHandle<()>>,
@@ -189,13 +204,14 @@ impl TestProxy {
         let proxy = Proxy::bind(config).await.expect("bind pgvia");
         let addr = proxy.local_addr().expect("local_addr");
         let metrics = proxy.metrics_addr();
+        let gateway = proxy.gateway_addr();
         let unix_socket = proxy.unix_socket_path().map(Path::to_path_buf);
         let app = proxy.app().clone();
         let (stop, stop_rx) = oneshot::channel::<()>();
         let done = tokio::spawn(proxy.run(async move {
             let _ = stop_rx.await;
         }));
-        TestProxy { addr, unix_socket, metrics, app, stop: Some(stop), done: Some(done) }
+        TestProxy { addr, unix_socket, metrics, gateway, app, stop: Some(stop), done: Some(done) }
     }
 
     pub fn port(&self) -> u16 {

@@ -1,0 +1,156 @@
+//! The gateway as a wire client of an ordinary pgvia session, over an in-memory pipe.
+//!
+//! An HTTP request becomes a session like any other (`session::serve_verified`: pools,
+//! pooling modes, routing to replicas, statement tracking all apply), whose client is this
+//! end of a `tokio::io::duplex` pipe. The gateway checked the credentials itself, so the
+//! session starts at AuthenticationOk.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use wire::backend::BackendMessage;
+use wire::startup::StartupMessage;
+use wire::{Frame, FrameDecoder, WireError};
+
+use crate::app::App;
+use crate::net::limits::PendingLogin;
+use crate::net::{Carrier, ClientPeer, ClientStream};
+
+/// Bytes the pipe holds each way: a few frames, so a slow HTTP client holds the session
+/// (and through it the server) back instead of pgvia buffering for it.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// Largest frame accepted from the session (a DataRow can be as large as PostgreSQL allows).
+const MAX_FRAME: usize = 1024 * 1024 * 1024;
+
+/// How long a cancelled or abandoned request may take to reach its ReadyForQuery before
+/// the pipe is simply dropped (the session then closes the server rather than reuse it).
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// Who the session is for and what it asks for at startup.
+pub struct Login<'a> {
+    pub user: &'a str,
+    pub database: &'a str,
+    /// Startup settings (`statement_timeout`, `application_name`...).
+    pub settings: Vec<(String, String)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TunnelError {
+    #[error("the session ended unexpectedly")]
+    Closed,
+    #[error("the session's pipe failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the session sent a malformed message: {0}")]
+    Wire(#[from] WireError),
+}
+
+/// One session's client end.
+pub struct Tunnel {
+    pipe: DuplexStream,
+    buf: BytesMut,
+    decoder: FrameDecoder,
+    /// The key the session gave us (BackendKeyData), to cancel its running query.
+    key: Option<(u32, Box<[u8]>)>,
+}
+
+impl Tunnel {
+    /// Starts a session for `login`; its welcome (ParameterStatus, BackendKeyData, or a
+    /// login error) is read by the caller through [`Tunnel::next_frame`].
+    pub fn start(
+        app: &Arc<App>,
+        peer: ClientPeer,
+        carrier: Carrier,
+        login: Login<'_>,
+        pending: PendingLogin,
+    ) -> Self {
+        let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
+        let mut params = vec![
+            ("user".to_owned(), login.user.to_owned()),
+            ("database".to_owned(), login.database.to_owned()),
+            ("client_encoding".to_owned(), "UTF8".to_owned()),
+        ];
+        params.extend(login.settings);
+        let startup = StartupMessage { major: 3, minor: 0, params };
+        tokio::spawn(crate::session::serve_verified(
+            app.clone(),
+            ClientStream::Memory(theirs, carrier),
+            peer,
+            startup,
+            pending,
+        ));
+        Tunnel {
+            pipe: ours,
+            buf: BytesMut::with_capacity(PIPE_BYTES),
+            decoder: FrameDecoder::new(MAX_FRAME),
+            key: None,
+        }
+    }
+
+    pub async fn send(&mut self, out: &mut BytesMut) -> Result<(), TunnelError> {
+        self.pipe.write_all(out).await?;
+        out.clear();
+        Ok(())
+    }
+
+    /// The next whole frame already read, if any. Remembers the session's cancel key.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, TunnelError> {
+        let Some(frame) = self.decoder.decode(&mut self.buf)? else { return Ok(None) };
+        if frame.tag() == b'K' {
+            if let Ok(BackendMessage::BackendKeyData { process_id, secret }) = BackendMessage::parse(&frame) {
+                self.key = Some((process_id, secret.into()));
+            }
+        }
+        Ok(Some(frame))
+    }
+
+    /// Reads more from the session (cancel-safe). The session ending is an error: every
+    /// request ends with a ReadyForQuery first.
+    pub async fn fill(&mut self) -> Result<(), TunnelError> {
+        if self.buf.capacity() - self.buf.len() < 8 * 1024 {
+            self.buf.reserve(PIPE_BYTES);
+        }
+        match self.pipe.read_buf(&mut self.buf).await? {
+            0 => Err(TunnelError::Closed),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sends a CancelRequest for the session's running query, as a client would (through
+    /// pgvia's cancel registry, to whichever server the session holds now).
+    pub async fn cancel(&self, app: &App) {
+        let Some((pid, secret)) = &self.key else { return };
+        if let Some(cancel) = app.cancels.lookup(*pid, secret) {
+            let server = cancel.target.server.clone();
+            if let Err(e) = crate::cancel::forward(cancel, app.cancel_timeout()).await {
+                tracing::warn!(error = %e, %server, "gateway: could not forward cancel request");
+            }
+        }
+    }
+
+    /// Reads and drops what the session still sends up to its next ReadyForQuery, so the
+    /// server goes back to the pool through the ordinary path; gives up after a while.
+    pub async fn drain(&mut self) -> Result<(), TunnelError> {
+        let wait = async {
+            loop {
+                while let Some(f) = self.next_frame()? {
+                    if f.tag() == b'Z' {
+                        return Ok(());
+                    }
+                }
+                self.fill().await?;
+            }
+        };
+        tokio::time::timeout(DRAIN_LIMIT, wait).await.unwrap_or(Err(TunnelError::Closed))
+    }
+
+    /// Says goodbye (Terminate) and drops the pipe.
+    pub async fn close(mut self) {
+        let mut out = BytesMut::with_capacity(5);
+        wire::build::terminate(&mut out);
+        let _ = self.pipe.write_all(&out).await;
+        let _ = self.pipe.shutdown().await;
+    }
+}
