@@ -200,12 +200,7 @@ impl ShardedSession<'_> {
         let tx = std::mem::replace(&mut self.tx, Tx::Idle);
         let (participants, writers, failed) = match tx {
             Tx::Idle => {
-                wire::build::ErrorFields::with_code(
-                    wire::build::Severity::Warning,
-                    "25P01",
-                    "there is no transaction in progress",
-                )
-                .write(&mut self.to_client);
+                self.warn_no_transaction();
                 wire::build::command_complete(&mut self.to_client, "COMMIT");
                 self.ready();
                 return Ok(());
@@ -220,14 +215,7 @@ impl ShardedSession<'_> {
             wire::build::query(&mut commit, "COMMIT");
             // Readers first: if the one writer's commit fails, nothing else was written.
             let readers = participants.iter().filter(|&s| !writers.contains(s)).collect::<ShardSet>();
-            let timeout = self.app.config().general.server_reset_timeout;
-            for shard in readers.iter() {
-                if let Some(c) = self.held[shard].as_mut() {
-                    if c.conn().run_internal(&["COMMIT"], timeout).await.is_err() {
-                        c.conn().mark_broken();
-                    }
-                }
-            }
+            self.commit_readers(readers).await;
             if writers.is_empty() {
                 wire::build::command_complete(&mut self.to_client, "COMMIT");
             } else {
@@ -252,17 +240,35 @@ impl ShardedSession<'_> {
         Ok(())
     }
 
+    /// PostgreSQL's WARNING for COMMIT or ROLLBACK outside a transaction block.
+    fn warn_no_transaction(&mut self) {
+        wire::build::ErrorFields::with_code(
+            wire::build::Severity::Warning,
+            "25P01",
+            "there is no transaction in progress",
+        )
+        .write(&mut self.to_client);
+    }
+
+    /// Commits the shards that only read: whatever happens to them, nothing they did is lost;
+    /// one whose COMMIT fails is closed rather than pooled.
+    async fn commit_readers(&mut self, readers: ShardSet) {
+        let timeout = self.app.config().general.server_reset_timeout;
+        for shard in readers.iter() {
+            if let Some(c) = self.held[shard].as_mut() {
+                if c.conn().run_internal(&["COMMIT"], timeout).await.is_err() {
+                    c.conn().mark_broken();
+                }
+            }
+        }
+    }
+
     /// `ROLLBACK`: on every shard the transaction reached.
     pub(super) async fn rollback(&mut self) {
         let tx = std::mem::replace(&mut self.tx, Tx::Idle);
         match tx {
             Tx::Idle => {
-                wire::build::ErrorFields::with_code(
-                    wire::build::Severity::Warning,
-                    "25P01",
-                    "there is no transaction in progress",
-                )
-                .write(&mut self.to_client);
+                self.warn_no_transaction();
             }
             Tx::Open { participants, .. } => self.rollback_held(participants).await,
         }
@@ -283,13 +289,7 @@ impl ShardedSession<'_> {
         let timeout = config.general.server_reset_timeout;
         drop(config);
         let readers = participants.iter().filter(|&s| !writers.contains(s)).collect::<ShardSet>();
-        for shard in readers.iter() {
-            if let Some(c) = self.held[shard].as_mut() {
-                if c.conn().run_internal(&["COMMIT"], timeout).await.is_err() {
-                    c.conn().mark_broken();
-                }
-            }
-        }
+        self.commit_readers(readers).await;
         let log_group = self.groups[super::two_phase::LOG_SHARD].clone();
         super::two_phase::commit(&mut self.held, writers, &log_group, &self.patron, timeout).await
     }

@@ -226,16 +226,7 @@ impl FanOut {
                 if let Some(frame) = self.lanes[e].queue.front() {
                     out.extend_from_slice(frame);
                 }
-                self.failed = true;
-                for lane in &mut self.lanes {
-                    // Each lane's part ends at its own ReadyForQuery, which is kept.
-                    let keep: VecDeque<Bytes> =
-                        lane.queue.drain(..).filter(|f| f[0] == tag::READY_FOR_QUERY).take(1).collect();
-                    lane.discarding = keep.is_empty();
-                    lane.queued = keep.iter().map(Bytes::len).sum();
-                    lane.queue = keep;
-                    lane.parse_drops.clear();
-                }
+                self.fail_lanes();
                 continue;
             }
             let first = heads[0];
@@ -371,15 +362,22 @@ impl FanOut {
                     &e.to_string(),
                 )
                 .write(out);
-                self.failed = true;
-                for lane in &mut self.lanes {
-                    let keep: VecDeque<Bytes> =
-                        lane.queue.drain(..).filter(|f| f[0] == tag::READY_FOR_QUERY).take(1).collect();
-                    lane.discarding = keep.is_empty();
-                    lane.queued = keep.iter().map(Bytes::len).sum();
-                    lane.queue = keep;
-                }
+                self.fail_lanes();
             }
+        }
+    }
+
+    /// An error reached the client: every lane's remaining replies are dropped up to its own
+    /// ReadyForQuery, which is kept.
+    fn fail_lanes(&mut self) {
+        self.failed = true;
+        for lane in &mut self.lanes {
+            let keep: VecDeque<Bytes> =
+                lane.queue.drain(..).filter(|f| f[0] == tag::READY_FOR_QUERY).take(1).collect();
+            lane.discarding = keep.is_empty();
+            lane.queued = keep.iter().map(Bytes::len).sum();
+            lane.queue = keep;
+            lane.parse_drops.clear();
         }
     }
 
