@@ -316,6 +316,55 @@ async fn multi_shard_transactions_are_all_or_nothing() {
     let n = via.query("SELECT id FROM items WHERE qty = 7", &[]).await.expect("count").len();
     assert_eq!(n, 6, "the shards without the error rolled back too");
 
+    // A pipeline of inserts for different shards before one Sync (a driver's batch): each row on
+    // its own shard only, all in one transaction; one failing statement keeps none of them.
+    use common::raw::{bind, execute, parse, sync, RawConn};
+    let mut raw = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.expect("raw login");
+    let pipeline = |ids: &[&str]| {
+        let mut bytes = Vec::new();
+        for id in ids {
+            bytes.extend(parse("", "INSERT INTO items (id, name) VALUES ($1, 'piped')"));
+            bytes.extend(bind("", "", &[Some(id)]));
+            bytes.extend(execute("", 0));
+        }
+        bytes.extend(sync());
+        bytes
+    };
+    raw.send(&pipeline(&["60", "61", "62", "63", "64"])).await;
+    let mut tags = String::new();
+    while let Some(m) = raw.recv().await {
+        tags.push(m.tag as char);
+        if m.tag == b'Z' {
+            break;
+        }
+    }
+    assert_eq!(tags, "12C12C12C12C12CZ", "replies in PostgreSQL's order");
+    raw.send(&pipeline(&["65", "66", "60", "67"])).await;
+    let mut error = None;
+    while let Some(m) = raw.recv().await {
+        if m.tag == b'E' {
+            error = m.sqlstate();
+        }
+        if m.tag == b'Z' {
+            break;
+        }
+    }
+    assert_eq!(error.as_deref(), Some("23505"));
+    let piped: Vec<i64> = via
+        .query("SELECT id FROM items WHERE name = 'piped' ORDER BY id", &[])
+        .await
+        .expect("read")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(piped, vec![60, 61, 62, 63, 64], "the second pipeline kept nothing");
+    let mut placed = 0;
+    for shard in &c.shards {
+        let d = direct(shard).await;
+        placed += d.query("SELECT id FROM items WHERE name = 'piped'", &[]).await.expect("rows").len();
+    }
+    assert_eq!(placed, 5, "each piped row is on one shard only");
+
     // Nothing is left prepared, and the decision log is empty.
     for shard in &c.shards {
         let client = direct(shard).await;

@@ -49,13 +49,22 @@ pub fn start(schema: &str) -> ShardClusters {
 /// `tables` hash-sharded on its bigint column `id`, other tables omnisharded; and the admin
 /// console's user (`common::ops`).
 pub fn config(c: &ShardClusters, tables: &[&str]) -> String {
+    config_with(c, tables, |b| b)
+}
+
+/// As [`config`], with more settings from `more` (a `[gateway]`, say).
+pub fn config_with(
+    c: &ShardClusters,
+    tables: &[&str],
+    more: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> String {
     let base = ConfigBuilder::new(&c.reference)
         .pool("pool_mode = \"transaction\"")
         .pool("pool_size = 4")
         // Fifty clients log in at once on a busy two-core machine.
         .pool("connect_timeout = \"30s\"")
         .user(&super::ops::admin_user());
-    let mut toml = base.toml();
+    let mut toml = more(base).toml();
     let start = toml.find("[[databases]]").expect("databases");
     let end = toml.find("[[users]]").expect("users");
     let mut db = format!("[[databases]]\nname = \"{DB}\"\nunsharded_tables = \"omnisharded\"\n");

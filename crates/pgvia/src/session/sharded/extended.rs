@@ -52,6 +52,9 @@ enum Control {
 impl ShardedSession<'_> {
     /// Extended-protocol messages up to a Sync.
     pub(super) async fn batch(&mut self, frames: Vec<Bytes>) -> Result<(), SessionError> {
+        if let Some((control, start)) = self.trailing_control(&frames) {
+            return self.batch_then_end(frames, control, start).await;
+        }
         if let Some((control, skip)) = self.leading_control(&frames) {
             self.answer_control_messages(&frames[..skip]);
             match control {
@@ -93,6 +96,12 @@ impl ShardedSession<'_> {
                 "current transaction is aborted, commands ignored until end of transaction block",
             );
             return Ok(());
+        }
+        let executes = frames.iter().filter(|f| f[0] == fe::EXECUTE).count();
+        if executes > 1 {
+            // Each statement may belong to other shards: sending the whole pipeline to all of
+            // them would run every write on shards that do not own its rows.
+            return self.batch_units(frames).await;
         }
         let search_path = self.search_path();
         let mut payload = BytesMut::new();
@@ -278,6 +287,109 @@ impl ShardedSession<'_> {
         }
         let _ = bound_here;
         Ok(())
+    }
+
+    /// A pipeline of several statements: each (its messages up to its Execute) runs as an
+    /// exchange of its own, to its own shards, and together they form one implicit
+    /// transaction, as PostgreSQL runs the statements between two Syncs. The first error ends
+    /// it: the rest is skipped, as PostgreSQL skips to the Sync.
+    async fn batch_units(&mut self, frames: Vec<Bytes>) -> Result<(), SessionError> {
+        let Some((_sync, messages)) = frames.split_last() else { return Ok(()) };
+        let mut units: Vec<Vec<Bytes>> = vec![Vec::new()];
+        for f in messages {
+            if let Some(unit) = units.last_mut() {
+                unit.push(f.clone());
+            }
+            if f[0] == fe::EXECUTE {
+                units.push(Vec::new());
+            }
+        }
+        units.retain(|u| !u.is_empty());
+        let mut sync = BytesMut::new();
+        wire::build::sync(&mut sync);
+        let sync = sync.freeze();
+        let parts = units
+            .into_iter()
+            .map(|mut unit| {
+                unit.push(sync.clone());
+                super::Part::Batch(unit)
+            })
+            .collect();
+        self.in_implicit_transaction(parts).await
+    }
+
+    /// A batch whose last statement before the Sync is `COMMIT` or `ROLLBACK` (a driver's or
+    /// the HTTP gateway's transaction in one pipeline): the statements before it run as a batch
+    /// of their own, its ReadyForQuery held back; then, unless one of them failed (PostgreSQL
+    /// skips to the Sync then), the transaction ends as a `COMMIT` alone would end it.
+    async fn batch_then_end(
+        &mut self,
+        frames: Vec<Bytes>,
+        control: Control,
+        start: usize,
+    ) -> Result<(), SessionError> {
+        let mut first: Vec<Bytes> = frames[..start].to_vec();
+        let mut sync = BytesMut::new();
+        wire::build::sync(&mut sync);
+        first.push(sync.freeze());
+        let quiet = std::mem::replace(&mut self.quiet, true);
+        self.errored = false;
+        let result = Box::pin(self.batch(first)).await;
+        self.quiet = quiet;
+        result?;
+        if self.errored || matches!(self.tx, Tx::Open { failed: true, .. }) {
+            self.ready();
+            return Ok(());
+        }
+        let end = frames.len() - 1;
+        self.answer_control_messages(&frames[start..end]);
+        match control {
+            Control::Rollback => self.rollback().await,
+            _ => self.commit().await?,
+        }
+        Ok(())
+    }
+
+    /// Where a trailing `COMMIT`/`ROLLBACK` (its Parse, Bind, Describe and Execute) starts,
+    /// when the batch has other statements before it.
+    fn trailing_control(&self, frames: &[Bytes]) -> Option<(Control, usize)> {
+        let (last, rest) = frames.split_last()?;
+        if last[0] != fe::SYNC {
+            return None;
+        }
+        let mut at = rest.len().checked_sub(1)?;
+        if rest[at][0] != fe::EXECUTE {
+            return None;
+        }
+        if at > 0 && rest[at - 1][0] == fe::DESCRIBE {
+            at -= 1;
+        }
+        at = at.checked_sub(1)?;
+        let sql = match FrontendMessage::parse_body(rest[at][0], &rest[at][5..]).ok()? {
+            FrontendMessage::Bind(b) => match (b.statement.is_empty(), at.checked_sub(1).map(|p| &rest[p])) {
+                (true, Some(parse)) if parse[0] == fe::PARSE => {
+                    at -= 1;
+                    match FrontendMessage::parse_body(parse[0], &parse[5..]).ok()? {
+                        FrontendMessage::Parse(p) => Bytes::copy_from_slice(p.query),
+                        _ => return None,
+                    }
+                }
+                _ => self.statements.get(b.statement)?.sql.clone(),
+            },
+            _ => return None,
+        };
+        if at == 0 {
+            return None;
+        }
+        let analysis = self.app.analyzer.analyze_bytes(&sql, &[]);
+        if analysis.len() != 1 {
+            return None;
+        }
+        match analysis.statement(0)?.kind() {
+            StatementKind::Commit { chain: false } => Some((Control::Commit, at)),
+            StatementKind::Rollback { chain: false } => Some((Control::Rollback, at)),
+            _ => None,
+        }
     }
 
     /// A batch that starts with a transaction-control statement: which one, and how many

@@ -102,6 +102,14 @@ pub struct ShardedSession<'a> {
     next_replicated: bool,
 }
 
+/// One statement of a multi-statement query or pipeline, run as an exchange of its own.
+enum Part {
+    /// A Query frame.
+    Query(Bytes),
+    /// Extended-protocol messages, with a Sync.
+    Batch(Vec<Bytes>),
+}
+
 /// What the client sent next.
 enum Unit {
     Query(Bytes),
@@ -367,7 +375,40 @@ impl<'a> ShardedSession<'a> {
                     | route::StatementKind::Rollback { .. }
             )
         });
-        let implicit = matches!(self.tx, Tx::Idle) && !controls;
+        let parts: Vec<Bytes> = analysis
+            .statements()
+            .filter_map(|statement| {
+                let text = sql.get(statement.location())?;
+                let mut one = BytesMut::new();
+                wire::build::frame(&mut one, wire::frontend::tag::QUERY, |b| wire::build::put_cstr(b, text));
+                Some(one.freeze())
+            })
+            .collect();
+        if controls {
+            // Its own BEGIN/COMMIT decide; no implicit transaction around it.
+            self.quiet = true;
+            let mut result = Ok(());
+            for part in parts {
+                self.errored = false;
+                result = Box::pin(self.simple(part)).await;
+                if result.is_err() || self.errored {
+                    break;
+                }
+            }
+            self.quiet = false;
+            result?;
+            self.ready();
+            return Ok(());
+        }
+        self.in_implicit_transaction(parts.into_iter().map(Part::Query).collect()).await
+    }
+
+    /// Runs `parts` one after another (`run` sends one), their ReadyForQuery held back, inside
+    /// one transaction: pgvia's own when the client has none open, committed (two-phase when
+    /// several shards wrote) after the last part, rolled back after a failed one. The first
+    /// error ends the run. Then one ReadyForQuery.
+    async fn in_implicit_transaction(&mut self, parts: Vec<Part>) -> Result<(), SessionError> {
+        let implicit = matches!(self.tx, Tx::Idle);
         if implicit {
             let mut begin = BytesMut::new();
             wire::build::query(&mut begin, "BEGIN");
@@ -379,46 +420,38 @@ impl<'a> ShardedSession<'a> {
                 savepoints: Vec::new(),
             };
         }
-        self.quiet = true;
+        let quiet = std::mem::replace(&mut self.quiet, true);
         let mut result = Ok(());
-        for statement in analysis.statements() {
-            let Some(text) = sql.get(statement.location()) else { continue };
-            let mut one = BytesMut::new();
-            wire::build::frame(&mut one, wire::frontend::tag::QUERY, |b| wire::build::put_cstr(b, text));
+        let mut errored = false;
+        for part in parts {
             self.errored = false;
-            result = Box::pin(self.simple(one.freeze())).await;
+            result = match part {
+                Part::Query(frame) => Box::pin(self.simple(frame)).await,
+                Part::Batch(frames) => Box::pin(self.batch(frames)).await,
+            };
             if result.is_err() || self.errored {
+                errored = true;
                 break;
             }
         }
-        self.quiet = false;
         result?;
         if implicit {
-            match self.tx {
-                Tx::Open { failed: true, .. } => {
-                    let mark = self.to_client.len();
-                    self.rollback().await;
+            let mark = self.to_client.len();
+            if errored || matches!(self.tx, Tx::Open { failed: true, .. }) {
+                self.rollback().await;
+                self.to_client.truncate(mark);
+            } else if matches!(self.tx, Tx::Open { .. }) {
+                self.commit().await?;
+                // The implicit commit's own tag is not the client's; an error from it is.
+                let mut commit_tag = BytesMut::new();
+                wire::build::command_complete(&mut commit_tag, "COMMIT");
+                if self.to_client[mark..] == commit_tag[..] {
                     self.to_client.truncate(mark);
-                    self.ready();
                 }
-                Tx::Open { .. } => {
-                    let mark = self.to_client.len();
-                    self.quiet = true;
-                    self.commit().await?;
-                    self.quiet = false;
-                    // The implicit commit's own tag is not the client's.
-                    let mut commit_tag = BytesMut::new();
-                    wire::build::command_complete(&mut commit_tag, "COMMIT");
-                    if self.to_client[mark..] == commit_tag[..] {
-                        self.to_client.truncate(mark);
-                    }
-                    self.ready();
-                }
-                Tx::Idle => self.ready(),
             }
-        } else {
-            self.ready();
         }
+        self.quiet = quiet;
+        self.ready();
         Ok(())
     }
 
