@@ -8,6 +8,7 @@ use shard::ShardSet;
 use wire::frontend::tag as fe;
 use wire::sqlstate::SqlState;
 
+use super::fanout::Combine;
 use super::ShardedSession;
 use crate::config::TableRule;
 use crate::session::error::SessionError;
@@ -56,7 +57,10 @@ impl ShardedSession<'_> {
             }
         };
         let implicit = matches!(self.tx, super::Tx::Idle);
-        let mut flight = match self.launch(targets, super::io::Payload::Same(&frame), &[], implicit).await {
+        let mut flight = match self
+            .launch(targets, super::io::Payload::Same(&frame), Combine::Concat, &[], implicit)
+            .await
+        {
             Ok(f) => f,
             Err(e) => {
                 self.shard_failed(0, &e).await;

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::frontend::tag as fe;
 use wire::sqlstate::SqlState;
 
-use super::fanout::FanOut;
+use super::fanout::{Combine, FanOut};
 use super::{ShardedSession, Tx, Unit};
 use crate::routing::Target as Role;
 use crate::server::ServerError;
@@ -179,7 +179,9 @@ impl ShardedSession<'_> {
         parse_drops: &[bool],
         implicit_begin: bool,
     ) -> Result<Outcome, ServerError> {
-        let mut flight = self.launch(targets, Payload::Same(payload), parse_drops, implicit_begin).await?;
+        let mut flight = self
+            .launch(targets, Payload::Same(payload), Combine::Concat, parse_drops, implicit_begin)
+            .await?;
         self.pump(&mut flight, false).await?;
         flight.outcome()
     }
@@ -191,17 +193,12 @@ impl ShardedSession<'_> {
         &mut self,
         targets: ShardSet,
         payload: Payload<'_>,
+        combine: Combine,
         parse_drops: &[bool],
         implicit_begin: bool,
     ) -> Result<Flight, ServerError> {
         let lanes: Vec<ShardId> = targets.iter().collect();
-        let mut fan = FanOut::new(lanes.len());
-        if let Some(merge) = self.next_merge.take() {
-            fan.set_merge(merge);
-        }
-        if std::mem::take(&mut self.next_replicated) {
-            fan.set_replicated();
-        }
+        let mut fan = FanOut::new(lanes.len(), combine);
         for (i, &shard) in lanes.iter().enumerate() {
             let mut bytes = BytesMut::with_capacity(payload.for_shard(shard).len() + 32);
             let lane = fan.lane_mut(i);
@@ -291,6 +288,7 @@ impl ShardedSession<'_> {
         &mut self,
         targets: ShardSet,
         payload: Payload<'_>,
+        combine: Combine,
         parse_drops: &[bool],
         writes: bool,
     ) -> Result<(), SessionError> {
@@ -301,7 +299,7 @@ impl ShardedSession<'_> {
                 return Ok(());
             }
         }
-        let sent = match self.launch(targets, payload, parse_drops, implicit).await {
+        let sent = match self.launch(targets, payload, combine, parse_drops, implicit).await {
             Ok(mut flight) => match self.pump(&mut flight, false).await {
                 Ok(()) => flight.outcome(),
                 Err(e) => Err(e),

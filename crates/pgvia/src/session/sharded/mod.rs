@@ -34,6 +34,10 @@ use crate::net::ClientStream;
 use crate::pool::{Checkout, PatronRef, Pool};
 use crate::routing::PoolGroup;
 use crate::sharding::{self, RouteError, SessionHints, StatementRoute, Target};
+use fanout::Combine;
+
+/// PostgreSQL's message for a statement sent inside a failed transaction.
+const ABORTED: &str = "current transaction is aborted, commands ignored until end of transaction block";
 
 /// Where the client's transaction is.
 #[derive(Debug)]
@@ -94,12 +98,8 @@ pub struct ShardedSession<'a> {
     quiet: bool,
     /// The last statement run ended in an error (ends a multi-statement query).
     errored: bool,
-    /// The merge for the next exchange's replies (a cross-shard SELECT that needs one).
-    next_merge: Option<fanout::Merge>,
     /// How the database orders text, once asked (byte order under C/POSIX collations).
     text_order: Option<merge::TextOrder>,
-    /// The next exchange writes omnisharded tables only: one shard's row count is its count.
-    next_replicated: bool,
 }
 
 /// One statement of a multi-statement query or pipeline, run as an exchange of its own.
@@ -156,9 +156,7 @@ impl<'a> ShardedSession<'a> {
             turn: 0,
             quiet: false,
             errored: false,
-            next_merge: None,
             text_order: None,
-            next_replicated: false,
         }
     }
 
@@ -263,10 +261,17 @@ impl<'a> ShardedSession<'a> {
         members[self.turn % members.len()]
     }
 
+    /// Inside a failed transaction, refuses the exchange as PostgreSQL does (25P02).
+    fn refused_in_failed_transaction(&mut self) -> bool {
+        let failed = matches!(self.tx, Tx::Open { failed: true, .. });
+        if failed {
+            self.refuse(SqlState::IN_FAILED_SQL_TRANSACTION.code(), ABORTED);
+        }
+        failed
+    }
+
     /// Answers an exchange with an error of pgvia's own, and the ReadyForQuery after it.
     fn refuse(&mut self, code: &str, message: &str) {
-        self.next_replicated = false;
-        self.next_merge = None;
         self.errored = true;
         wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, message)
             .write(&mut self.to_client);
@@ -303,11 +308,7 @@ impl<'a> ShardedSession<'a> {
         if self.control(&analysis, &frame).await? {
             return Ok(());
         }
-        if let Tx::Open { failed: true, .. } = self.tx {
-            self.refuse(
-                SqlState::IN_FAILED_SQL_TRANSACTION.code(),
-                "current transaction is aborted, commands ignored until end of transaction block",
-            );
+        if self.refused_in_failed_transaction() {
             return Ok(());
         }
         let search_path = self.search_path();
@@ -339,10 +340,11 @@ impl<'a> ShardedSession<'a> {
             && analysis.statement(0).is_some_and(|s| matches!(s.kind(), route::StatementKind::Select { .. }));
         if select && targets.len() > 1 {
             match self.plan_merge(sql, targets, false).await {
-                Ok(Some(shard_sql)) => {
+                Ok(Some((shard_sql, merge))) => {
                     let mut query = BytesMut::new();
                     wire::build::query(&mut query, &shard_sql);
-                    return self.exchange(targets, io::Payload::Same(&query), &[], writes).await;
+                    let combine = Combine::Merge(Box::new(merge));
+                    return self.exchange(targets, io::Payload::Same(&query), combine, &[], writes).await;
                 }
                 Ok(None) => {}
                 Err((code, message)) => {
@@ -351,11 +353,11 @@ impl<'a> ShardedSession<'a> {
                 }
             }
         }
-        self.next_replicated = routes.iter().all(|r| r.replicated);
+        let combine = if routes.iter().all(|r| r.replicated) { Combine::Replicated } else { Combine::Concat };
         let settings = analysis
             .statements()
             .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
-        self.exchange(targets, io::Payload::Same(&frame), &[], writes).await?;
+        self.exchange(targets, io::Payload::Same(&frame), combine, &[], writes).await?;
         if settings {
             self.learn_settings(targets).await?;
         }
@@ -478,18 +480,18 @@ impl<'a> ShardedSession<'a> {
             })
             .collect();
         let targets: ShardSet = frames.iter().map(|(s, _)| *s).collect();
-        self.exchange(targets, io::Payload::PerShard(&frames), &[], true).await
+        self.exchange(targets, io::Payload::PerShard(&frames), Combine::Concat, &[], true).await
     }
 
     /// A SELECT that several shards answer: when its rows need merging (ORDER BY, LIMIT,
-    /// aggregates, GROUP BY, DISTINCT), readies the merge for the exchange and returns the
-    /// query the shards run instead; `None` when concatenating their rows is the answer.
+    /// aggregates, GROUP BY, DISTINCT), returns the query the shards run instead and the
+    /// merge for the exchange; `None` when concatenating their rows is the answer.
     async fn plan_merge(
         &mut self,
         sql: &[u8],
         targets: ShardSet,
         drop_description: bool,
-    ) -> Result<Option<String>, (&'static str, String)> {
+    ) -> Result<Option<(String, fanout::Merge)>, (&'static str, String)> {
         let text = std::str::from_utf8(sql)
             .map_err(|_| ("0A000", "a cross-shard query must be valid UTF-8 to be merged".to_owned()))?;
         let plan = merge::MergePlan::for_select(text).map_err(|e| (e.sqlstate(), e.to_string()))?;
@@ -502,8 +504,7 @@ impl<'a> ShardedSession<'a> {
             text_order,
         };
         let merger = merge::Merger::new(&plan, targets.len(), options);
-        self.next_merge = Some(fanout::Merge::new(merger, targets.len(), drop_description));
-        Ok(Some(plan.shard_sql().to_owned()))
+        Ok(Some((plan.shard_sql().to_owned(), fanout::Merge::new(merger, targets.len(), drop_description))))
     }
 
     /// Whether the database's collation orders text byte-wise (`C`, `POSIX`, `C.UTF-8`),
