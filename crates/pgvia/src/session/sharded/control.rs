@@ -223,7 +223,7 @@ impl ShardedSession<'_> {
                     Err(e) => {
                         let shard = writers.first().unwrap_or(0);
                         self.shard_failed(shard, &e).await;
-                        self.give_back_all();
+                        self.give_back_all().await;
                         return Ok(());
                     }
                 }
@@ -235,7 +235,7 @@ impl ShardedSession<'_> {
             }
         }
         self.ready();
-        self.give_back_all();
+        self.give_back_all().await;
         Ok(())
     }
 
@@ -273,7 +273,7 @@ impl ShardedSession<'_> {
         }
         wire::build::command_complete(&mut self.to_client, "ROLLBACK");
         self.ready();
-        self.give_back_all();
+        self.give_back_all().await;
     }
 
     /// Commits a transaction that wrote on several shards: the readers among `participants`

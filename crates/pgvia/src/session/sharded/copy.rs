@@ -48,7 +48,7 @@ impl ShardedSession<'_> {
                     SqlState::FEATURE_NOT_SUPPORTED.code(),
                     &format!("COPY into {table} must include the sharding key column {}", rule.column),
                 );
-                self.after_refusal();
+                self.after_refusal().await;
                 return Ok(());
             }
             Err(e) => {
@@ -97,9 +97,9 @@ impl ShardedSession<'_> {
     }
 
     /// After a refusal with servers taken and no transaction: they go back.
-    fn after_refusal(&mut self) {
+    async fn after_refusal(&mut self) {
         if matches!(self.tx, super::Tx::Idle) {
-            self.give_back_all();
+            self.give_back_all().await;
         }
     }
 

@@ -221,8 +221,11 @@ impl ShardedSession<'_> {
             lane.parse_drops.extend(parse_drops.iter().copied());
             self.send_to(shard, &bytes).await?;
         }
-        if let Some(first) = lanes.first().and_then(|&s| self.held[s].as_ref()) {
-            self.cancel.slot.set(Some(first.conn_ref().cancel_target()));
+        let mut servers = lanes.iter().filter_map(|&s| self.held[s].as_ref());
+        if let Some(first) = servers.next() {
+            let mut target = first.conn_ref().cancel_target();
+            target.also = servers.map(|c| c.conn_ref().cancel_target()).collect();
+            self.cancel.slot.set(Some(target));
         }
         Ok(Flight { fan, lanes, reply_start: self.to_client.len(), hold: implicit_begin })
     }
@@ -336,7 +339,7 @@ impl ShardedSession<'_> {
         }
         self.ready();
         if matches!(self.tx, Tx::Idle) {
-            self.give_back_all();
+            self.give_back_all().await;
         }
     }
 
@@ -429,12 +432,19 @@ impl ShardedSession<'_> {
         }
     }
 
-    /// Gives every held server back to its pool (between transactions).
-    pub(super) fn give_back_all(&mut self) {
+    /// Gives every held server back to its pool (between transactions). From here on a
+    /// cancel from this client finds no target, and one already sent must have been acted
+    /// on before a server serves anyone else.
+    pub(super) async fn give_back_all(&mut self) {
         self.cancel.slot.set(None);
         for slot in &mut self.held {
             if let Some(c) = slot.take() {
-                c.give_back_idle();
+                if c.conn_ref().cancels.settled(crate::server::CANCEL_SETTLE).await {
+                    c.give_back_idle();
+                } else {
+                    tracing::warn!("a cancel request did not complete; closing its shard server");
+                    drop(c);
+                }
             }
         }
     }
@@ -475,7 +485,7 @@ impl ShardedSession<'_> {
             .collect();
         server.conn().applied = self.settings.iter().cloned().collect();
         if matches!(self.tx, Tx::Idle) {
-            self.give_back_all();
+            self.give_back_all().await;
         }
         Ok(())
     }
