@@ -100,6 +100,11 @@ pub struct ShardedSession<'a> {
     errored: bool,
     /// How the database orders text, once asked (byte order under C/POSIX collations).
     text_order: Option<merge::TextOrder>,
+    /// The last simple query's analysis, shared by shape with texts that differ only in
+    /// their constants (so `... WHERE id = 42` is not parsed per query).
+    memo: crate::session::memo::QueryMemo,
+    /// Where the constants of a query analysed by its shape are (its `$k`); reused.
+    constants: Vec<std::ops::Range<usize>>,
 }
 
 /// One statement of a multi-statement query or pipeline, run as an exchange of its own.
@@ -154,6 +159,8 @@ impl<'a> ShardedSession<'a> {
             hint_shard: None,
             hint_key: None,
             turn: 0,
+            memo: Default::default(),
+            constants: Vec::new(),
             quiet: false,
             errored: false,
             text_order: None,
@@ -301,7 +308,11 @@ impl<'a> ShardedSession<'a> {
     /// A simple query: routed, then sent to its shards.
     async fn simple(&mut self, frame: Bytes) -> Result<(), SessionError> {
         let sql = frame.get(5..frame.len().saturating_sub(1)).unwrap_or_default();
-        let analysis = self.app.analyzer.analyze_bytes(sql, &[]);
+        let (mut analysis, mut shaped) = self.memo.analyze_shaped(&self.app.analyzer, sql);
+        if shaped && analysis.len() > 1 {
+            // Splitting the text into its statements needs the text's own locations.
+            (analysis, shaped) = (self.app.analyzer.analyze_bytes(sql, &[]), false);
+        }
         if analysis.len() > 1 && !analysis.is_conservative() && !self.quiet {
             return self.simple_multi(sql, &analysis).await;
         }
@@ -312,8 +323,15 @@ impl<'a> ShardedSession<'a> {
             return Ok(());
         }
         let search_path = self.search_path();
-        let routes =
-            sharding::plan(&self.rules, &analysis, &sharding::Params::None, &self.hints(&search_path));
+        let text = if shaped { std::str::from_utf8(sql).ok() } else { None };
+        let params = match text {
+            Some(text) => {
+                route::constants_into(text, &mut self.constants);
+                sharding::Params::Constants { sql: text, ranges: &self.constants }
+            }
+            None => sharding::Params::None,
+        };
+        let routes = sharding::plan(&self.rules, &analysis, &params, &self.hints(&search_path));
         let routes = match routes {
             Ok(r) => r,
             Err(e) => {
@@ -322,10 +340,14 @@ impl<'a> ShardedSession<'a> {
             }
         };
         self.count_fanouts(&routes, sql);
-        if let ([route], Some(stmt)) = (routes.as_slice(), analysis.statement(0)) {
+        if let [route] = routes.as_slice() {
             let spread: ShardSet = route.rows.iter().copied().collect();
             if spread.len() > 1 && analysis.len() == 1 {
-                return self.split_insert(&stmt, &route.rows).await;
+                // The split rewrites the text from its values: the text's own analysis.
+                let own = if shaped { self.app.analyzer.analyze_bytes(sql, &[]) } else { analysis.clone() };
+                if let Some(stmt) = own.statement(0) {
+                    return self.split_insert(&stmt, &route.rows).await;
+                }
             }
         }
         let targets = match self.targets(&routes) {
