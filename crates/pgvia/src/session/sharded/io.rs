@@ -200,10 +200,16 @@ impl ShardedSession<'_> {
         let lanes: Vec<ShardId> = targets.iter().collect();
         let mut fan = FanOut::new(lanes.len(), combine);
         for (i, &shard) in lanes.iter().enumerate() {
-            let mut bytes = BytesMut::with_capacity(payload.for_shard(shard).len() + 32);
             let lane = fan.lane_mut(i);
+            lane.parse_drops.extend(parse_drops.iter().copied());
+            let body = payload.for_shard(shard);
+            // The shard's server needs the transaction's BEGIN (and savepoints) first when
+            // it joins the transaction now, or pgvia's own BEGIN for an autocommit write on
+            // several shards; else the payload goes as it is, uncopied.
+            let mut bytes = BytesMut::new();
             match &mut self.tx {
                 Tx::Open { begin, participants, savepoints, .. } if !participants.contains(shard) => {
+                    bytes.reserve(body.len() + begin.len());
                     bytes.extend_from_slice(begin);
                     for (_, savepoint) in savepoints.iter() {
                         bytes.extend_from_slice(savepoint);
@@ -215,10 +221,12 @@ impl ShardedSession<'_> {
                     wire::build::query(&mut bytes, "BEGIN");
                     lane.skip_replies = 1;
                 }
-                _ => {}
+                _ => {
+                    self.send_to(shard, body).await?;
+                    continue;
+                }
             }
-            bytes.extend_from_slice(payload.for_shard(shard));
-            lane.parse_drops.extend(parse_drops.iter().copied());
+            bytes.extend_from_slice(body);
             self.send_to(shard, &bytes).await?;
         }
         let mut servers = lanes.iter().filter_map(|&s| self.held[s].as_ref());
