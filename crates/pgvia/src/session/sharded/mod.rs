@@ -16,6 +16,7 @@ mod extended;
 mod fanout;
 mod io;
 pub mod two_phase;
+pub mod unique_id;
 
 use std::collections::HashMap;
 use std::sync::Arc;
