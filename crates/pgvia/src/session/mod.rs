@@ -430,8 +430,6 @@ pub async fn recover_shards(app: std::sync::Weak<App>, port: u16) {
             .collect();
         drop(config);
         for (name, groups) in work {
-            let done = ids_installed.entry(name.clone()).or_default();
-            sharded::unique_id::install(&name, &groups, done, timeout).await;
             match sharded::two_phase::recover(&groups, timeout).await {
                 Ok(done) if done != Default::default() => {
                     tracing::info!(database = %name, committed = done.committed, rolled_back = done.rolled_back, left_to_others = done.left, "cross-shard recovery")
@@ -441,6 +439,9 @@ pub async fn recover_shards(app: std::sync::Weak<App>, port: u16) {
                     tracing::warn!(database = %name, error = %e, "cross-shard recovery failed; retrying later")
                 }
             }
+            // After recovery, which creates the decision log the first commits need.
+            let done = ids_installed.entry(name.clone()).or_default();
+            sharded::unique_id::install(&name, &groups, done, timeout).await;
         }
         drop(app);
         tokio::time::sleep(sharded::two_phase::RECOVERY_INTERVAL).await;

@@ -17,7 +17,7 @@ use crate::session::error::SessionError;
 use crate::sharding::{self, Params};
 
 /// A Parse of the unnamed statement with `sql` and `types`.
-fn parse_frame(out: &mut BytesMut, sql: &[u8], types: &[u32]) {
+pub(super) fn parse_frame(out: &mut BytesMut, sql: &[u8], types: &[u32]) {
     wire::build::frame(out, fe::PARSE, |b| {
         b.put_u8(0);
         wire::build::put_cstr(b, sql);
@@ -102,6 +102,9 @@ impl ShardedSession<'_> {
             // Each statement may belong to other shards: sending the whole pipeline to all of
             // them would run every write on shards that do not own its rows.
             return self.batch_units(frames).await;
+        }
+        if let Some(rule) = self.batch_key_update(&frames) {
+            return self.key_update_batch(frames, rule).await;
         }
         let search_path = self.search_path();
         let mut payload = BytesMut::new();

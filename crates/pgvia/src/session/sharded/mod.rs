@@ -15,6 +15,7 @@ mod copy;
 mod extended;
 mod fanout;
 mod io;
+mod key_move;
 pub mod two_phase;
 pub mod unique_id;
 
@@ -322,6 +323,9 @@ impl<'a> ShardedSession<'a> {
             }
         };
         self.count_fanouts(&routes, sql);
+        if let Some(rule) = self.key_update_rule(&analysis) {
+            return self.key_update_simple(frame, rule, &routes).await;
+        }
         if let ([route], Some(stmt)) = (routes.as_slice(), analysis.statement(0)) {
             let spread: ShardSet = route.rows.iter().copied().collect();
             if spread.len() > 1 && analysis.len() == 1 {

@@ -1,0 +1,152 @@
+//! An UPDATE that changes a row's sharding key moves the row: after it the row is on exactly
+//! the shard PostgreSQL's hash partitioning picks for its new key (each shard read
+//! directly), in and out of explicit transactions, simple and extended protocol; a rollback
+//! leaves it where it was; a conflict on the target fails the statement; what cannot be moved
+//! exactly is refused with 0A000 and changes nothing.
+
+mod common;
+
+use common::{TestProxy, DB, PASSWORD, USER};
+use harness::Cluster;
+use tokio_postgres::Client;
+
+const SCHEMA: &str =
+    "CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL DEFAULT 0);
+CREATE TABLE kinds (k int PRIMARY KEY, label text);
+INSERT INTO kinds VALUES (1, 'one'), (2, 'two');";
+
+async fn direct(pg: &Cluster) -> Client {
+    common::connect(&common::direct_conninfo(pg, USER, PASSWORD, DB)).await.expect("direct connection")
+}
+
+/// The shard PostgreSQL's `PARTITION BY HASH (id)` with modulus 4 puts `id` on.
+async fn partition_of(reference: &Client, id: i64) -> usize {
+    let row = reference
+        .query_one(
+            "WITH p AS (INSERT INTO placed VALUES ($1) RETURNING tableoid::regclass::text AS part) SELECT part FROM p",
+            &[&id],
+        )
+        .await
+        .expect("place");
+    reference.execute("DELETE FROM placed", &[]).await.expect("clear placed");
+    let part: String = row.get(0);
+    part.trim_start_matches("placed_").parse().expect("partition number")
+}
+
+/// The shards holding a row with this id, read directly, with its name.
+async fn holders(shards: &[Client], id: i64) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, s) in shards.iter().enumerate() {
+        for r in s.query("SELECT name FROM items WHERE id = $1", &[&id]).await.expect("shard read") {
+            out.push((i, r.get(0)));
+        }
+    }
+    out
+}
+
+/// An id above `from` whose shard differs from `from`'s.
+async fn elsewhere(reference: &Client, from: i64) -> i64 {
+    let home = partition_of(reference, from).await;
+    let mut id = from + 1000;
+    while partition_of(reference, id).await == home {
+        id += 1;
+    }
+    id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_updates_move_rows_between_shards() {
+    let c = common::shards::start(SCHEMA);
+    let proxy = TestProxy::start_toml(&common::shards::config(&c, &["items"])).await;
+    let via = proxy.connect(USER, PASSWORD, DB).await;
+    let reference = direct(&c.reference).await;
+    let mut shards = Vec::new();
+    for s in &c.shards {
+        shards.push(direct(s).await);
+    }
+    for id in 1..=40i64 {
+        via.execute("INSERT INTO items (id, name, qty) VALUES ($1, $2, 1)", &[&id, &format!("n{id}")])
+            .await
+            .expect("insert");
+    }
+
+    // Autocommit, simple protocol: the row is on its new key's shard only.
+    let to = elsewhere(&reference, 3).await;
+    let done = via.simple_query(&format!("UPDATE items SET id = {to} WHERE id = 3")).await.expect("move");
+    assert!(matches!(done.last(), Some(tokio_postgres::SimpleQueryMessage::CommandComplete(1))));
+    assert_eq!(holders(&shards, to).await, vec![(partition_of(&reference, to).await, "n3".to_owned())]);
+    assert!(holders(&shards, 3).await.is_empty());
+    let found: String = via
+        .query_one("SELECT name FROM items WHERE id = $1", &[&to])
+        .await
+        .expect("found by its new key")
+        .get(0);
+    assert_eq!(found, "n3");
+
+    // Rolled back: it stays where it was.
+    let before = holders(&shards, 4).await;
+    let to = elsewhere(&reference, 4).await;
+    via.batch_execute("BEGIN").await.expect("begin");
+    via.execute("UPDATE items SET id = $2 WHERE id = $1", &[&4i64, &to]).await.expect("move in tx");
+    let seen = via.query("SELECT name FROM items WHERE id = $1", &[&to]).await.expect("read in tx");
+    assert_eq!(seen.len(), 1, "the transaction sees the moved row by its new key");
+    via.batch_execute("ROLLBACK").await.expect("rollback");
+    assert_eq!(holders(&shards, 4).await, before);
+    assert!(holders(&shards, to).await.is_empty());
+
+    // Committed in an explicit transaction, extended protocol, then changed again there.
+    let to = elsewhere(&reference, 5).await;
+    via.batch_execute("BEGIN").await.expect("begin");
+    let rows = via
+        .query("UPDATE items SET id = $2, qty = qty + 1 WHERE id = $1 RETURNING id, qty", &[&5i64, &to])
+        .await
+        .expect("move with RETURNING");
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].get::<_, i64>(0), rows[0].get::<_, i32>(1)), (to, 2));
+    via.execute("UPDATE items SET name = 'again' WHERE id = $1", &[&to]).await.expect("update moved row");
+    via.batch_execute("COMMIT").await.expect("commit");
+    assert_eq!(holders(&shards, to).await, vec![(partition_of(&reference, to).await, "again".to_owned())]);
+    assert!(holders(&shards, 5).await.is_empty());
+
+    // Several rows from every shard at once (no key condition).
+    let moved = via
+        .execute("UPDATE items SET id = id + 500000 WHERE id BETWEEN 10 AND 19", &[])
+        .await
+        .expect("move many");
+    assert_eq!(moved, 10);
+    for id in 500010..=500019i64 {
+        let want = partition_of(&reference, id).await;
+        let got = holders(&shards, id).await;
+        assert_eq!(got.len(), 1, "id {id}");
+        assert_eq!(got[0].0, want, "id {id}");
+    }
+
+    // A key that exists on the target shard: PostgreSQL's unique violation, nothing moved.
+    let target = elsewhere(&reference, 6).await;
+    via.execute("INSERT INTO items (id, name) VALUES ($1, 'taken')", &[&target]).await.expect("occupy");
+    let err =
+        via.execute("UPDATE items SET id = $2 WHERE id = $1", &[&6i64, &target]).await.expect_err("conflict");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("23505"), "{err:?}");
+    assert_eq!(holders(&shards, 6).await.len(), 1);
+    assert_eq!(holders(&shards, target).await.iter().map(|h| h.1.as_str()).collect::<Vec<_>>(), ["taken"]);
+
+    // What cannot be moved exactly is refused, naming the table, and changes nothing.
+    let err = via
+        .simple_query(
+            "UPDATE items SET id = items.id + k.k * 1000 FROM kinds k WHERE items.id = 7 AND k.k = 1",
+        )
+        .await
+        .expect_err("UPDATE ... FROM");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("0A000"));
+    let message = err.as_db_error().map(|e| e.message().to_owned()).unwrap_or_default();
+    assert!(message.contains("items") && message.contains("FROM"), "{message}");
+    assert_eq!(holders(&shards, 7).await.len(), 1);
+
+    // No prepared transaction left anywhere.
+    for s in &shards {
+        let n: i64 =
+            s.query_one("SELECT count(*) FROM pg_prepared_xacts", &[]).await.expect("prepared xacts").get(0);
+        assert_eq!(n, 0);
+    }
+    proxy.stop().await;
+}
