@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::raw::{self, RawConn};
 use common::{TestProxy, DB, PASSWORD, USER};
 use harness::Cluster;
 use tokio_postgres::Client;
@@ -141,6 +142,46 @@ async fn key_updates_move_rows_between_shards() {
     let message = err.as_db_error().map(|e| e.message().to_owned()).unwrap_or_default();
     assert!(message.contains("items") && message.contains("FROM"), "{message}");
     assert_eq!(holders(&shards, 7).await.len(), 1);
+
+    // A savepoint rolled back undoes the move on every shard, the later-joined one included.
+    let before = holders(&shards, 8).await;
+    let to = elsewhere(&reference, 8).await;
+    via.batch_execute("BEGIN; SAVEPOINT s").await.expect("savepoint");
+    via.execute("UPDATE items SET id = $2 WHERE id = $1", &[&8i64, &to]).await.expect("move under savepoint");
+    via.batch_execute("ROLLBACK TO SAVEPOINT s; COMMIT").await.expect("rollback to");
+    assert_eq!(holders(&shards, 8).await, before);
+    assert!(holders(&shards, to).await.is_empty());
+
+    // Extended protocol messages as a driver may send them: a Describe of the portal of a key
+    // update without RETURNING gets NoData, with RETURNING its own columns only.
+    let mut raw = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.expect("raw login");
+    let to = elsewhere(&reference, 9).await;
+    let mut out = raw::parse("", "UPDATE items SET id = $2::bigint WHERE id = $1::bigint");
+    out.extend(raw::bind("", "", &[Some("9"), Some(&to.to_string())]));
+    out.extend(raw::describe_portal(""));
+    out.extend(raw::execute("", 0));
+    out.extend(raw::sync());
+    raw.send(&out).await;
+    let tags: Vec<u8> = raw.until_ready().await.iter().map(|m| m.tag).collect();
+    assert_eq!(tags, b"12nCZ", "{:?}", String::from_utf8_lossy(&tags));
+    assert_eq!(holders(&shards, to).await.len(), 1);
+    let back = 9i64;
+    let mut out = raw::parse("k", "UPDATE items SET id = $2::bigint WHERE id = $1::bigint RETURNING id, name");
+    out.extend(raw::describe_statement("k"));
+    out.extend(raw::bind("", "k", &[Some(&to.to_string()), Some(&back.to_string())]));
+    out.extend(raw::describe_portal(""));
+    out.extend(raw::execute("", 0));
+    out.extend(raw::sync());
+    raw.send(&out).await;
+    let reply = raw.until_ready().await;
+    let tags: Vec<u8> = reply.iter().map(|m| m.tag).collect();
+    assert_eq!(tags, b"1tT2TDCZ", "{:?}", String::from_utf8_lossy(&tags));
+    for m in reply.iter().filter(|m| m.tag == b'T') {
+        assert_eq!(&m.body[..2], &2i16.to_be_bytes(), "two columns described");
+    }
+    let row = reply.iter().find(|m| m.tag == b'D').expect("row");
+    assert_eq!(&row.body[..2], &2i16.to_be_bytes(), "two columns returned");
+    assert_eq!(holders(&shards, back).await, vec![(partition_of(&reference, back).await, "n9".to_owned())]);
 
     // No prepared transaction left anywhere.
     for s in &shards {
