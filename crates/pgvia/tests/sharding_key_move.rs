@@ -14,7 +14,10 @@ use tokio_postgres::Client;
 const SCHEMA: &str =
     "CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL DEFAULT 0);
 CREATE TABLE kinds (k int PRIMARY KEY, label text);
-INSERT INTO kinds VALUES (1, 'one'), (2, 'two');";
+INSERT INTO kinds VALUES (1, 'one'), (2, 'two');
+CREATE TABLE parts (id bigint NOT NULL, k int NOT NULL, note text, PRIMARY KEY (id, k)) PARTITION BY LIST (k);
+CREATE TABLE parts_1 PARTITION OF parts FOR VALUES IN (1);
+CREATE TABLE parts_2 PARTITION OF parts FOR VALUES IN (2);";
 
 async fn direct(pg: &Cluster) -> Client {
     common::connect(&common::direct_conninfo(pg, USER, PASSWORD, DB)).await.expect("direct connection")
@@ -58,7 +61,7 @@ async fn elsewhere(reference: &Client, from: i64) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_updates_move_rows_between_shards() {
     let c = common::shards::start(SCHEMA);
-    let proxy = TestProxy::start_toml(&common::shards::config(&c, &["items"])).await;
+    let proxy = TestProxy::start_toml(&common::shards::config(&c, &["items", "parts"])).await;
     let via = proxy.connect(USER, PASSWORD, DB).await;
     let reference = direct(&c.reference).await;
     let mut shards = Vec::new();
@@ -166,7 +169,8 @@ async fn key_updates_move_rows_between_shards() {
     assert_eq!(tags, b"12nCZ", "{:?}", String::from_utf8_lossy(&tags));
     assert_eq!(holders(&shards, to).await.len(), 1);
     let back = 9i64;
-    let mut out = raw::parse("k", "UPDATE items SET id = $2::bigint WHERE id = $1::bigint RETURNING id, name");
+    let mut out =
+        raw::parse("k", "UPDATE items SET id = $2::bigint WHERE id = $1::bigint RETURNING id, name");
     out.extend(raw::describe_statement("k"));
     out.extend(raw::bind("", "k", &[Some(&to.to_string()), Some(&back.to_string())]));
     out.extend(raw::describe_portal(""));
@@ -182,6 +186,42 @@ async fn key_updates_move_rows_between_shards() {
     let row = reply.iter().find(|m| m.tag == b'D').expect("row");
     assert_eq!(&row.body[..2], &2i16.to_be_bytes(), "two columns returned");
     assert_eq!(holders(&shards, back).await, vec![(partition_of(&reference, back).await, "n9".to_owned())]);
+
+    // A table partitioned on each shard: the same ctid in two partitions; only the updated
+    // row moves.
+    let a = 41i64;
+    let home = partition_of(&reference, a).await;
+    let mut b = a + 1;
+    while partition_of(&reference, b).await != home {
+        b += 1;
+    }
+    via.execute("INSERT INTO parts (id, k, note) VALUES ($1, 1, 'a')", &[&a]).await.expect("row in parts_1");
+    via.execute("INSERT INTO parts (id, k, note) VALUES ($1, 2, 'b')", &[&b]).await.expect("row in parts_2");
+    let ctids: Vec<String> = shards[home]
+        .query("SELECT ctid::text FROM parts ORDER BY id", &[])
+        .await
+        .expect("ctids")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ctids, ["(0,1)", "(0,1)"], "both rows first in their partitions");
+    let to = elsewhere(&reference, a).await;
+    via.execute("UPDATE parts SET id = $2 WHERE id = $1", &[&a, &to]).await.expect("move in parts");
+    let left: Vec<i64> = shards[home]
+        .query("SELECT id FROM parts", &[])
+        .await
+        .expect("left")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(left, [b]);
+    let there = &shards[partition_of(&reference, to).await];
+    let moved: String = there
+        .query_one("SELECT note FROM parts_1 WHERE id = $1", &[&to])
+        .await
+        .expect("moved row in its partition")
+        .get(0);
+    assert_eq!(moved, "a");
 
     // No prepared transaction left anywhere.
     for s in &shards {

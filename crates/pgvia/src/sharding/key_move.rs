@@ -2,10 +2,11 @@
 //! to another shard. Pure text work (no I/O) for the sharded session's `key_move.rs`:
 //!
 //! 1. Each shard the UPDATE reaches runs it with hidden columns appended to its `RETURNING`
-//!    (the client's own columns first): the new row's `ctid`, its key and the whole row as
+//!    (the client's own columns first): the new row's place (`tableoid:ctid`), its key and the whole row as
 //!    text, and the shard's number. PostgreSQL evaluates the `SET` itself, triggers and
 //!    defaults included; the client's reply is the shards' with the hidden columns stripped.
-//! 2. For each returned row whose new key names another shard: `DELETE ... WHERE ctid = ANY`
+//! 2. For each returned row whose new key names another shard: `DELETE ... WHERE tableoid =
+//!    ... AND ctid = ANY`
 //!    on the shard it is on and `INSERT ... SELECT (row::table).*` on its own, in the same
 //!    transaction (two-phase commit across them).
 //!
@@ -94,7 +95,7 @@ impl KeyMove {
         // A newline first: the text may end in a `--` comment.
         let joiner = if client_returning { "\n, " } else { "\nRETURNING " };
         let head = format!(
-            "{text}{joiner}ctid::text AS pgvia_ctid, ({key})::text AS pgvia_key, ({row}.*)::text AS pgvia_row, '",
+            "{text}{joiner}tableoid::oid::text || ':' || ctid::text AS pgvia_ctid, ({key})::text AS pgvia_key, ({row}.*)::text AS pgvia_row, '",
             key = quote_ident(&rule.column),
             row = quote_ident(visible),
         );
@@ -124,10 +125,30 @@ impl KeyMove {
         }
     }
 
-    /// What the shard a row leaves runs: its rows deleted by `ctid`.
-    pub fn delete_sql(&self, ctids: &[String]) -> String {
-        let list: Vec<String> = ctids.iter().map(|c| format!("\"{c}\"")).collect();
-        format!("DELETE FROM {} WHERE ctid = ANY ('{{{}}}'::tid[]);", self.table_sql, list.join(","))
+    /// What the shard a row leaves runs: its rows deleted by `tableoid:ctid` (a `ctid` alone
+    /// is not unique in a partitioned or inherited table). `None` if one of them is not in
+    /// that form (they come from the shard's own reply).
+    pub fn delete_sql(&self, places: &[String]) -> Option<String> {
+        let mut by_table: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+        for place in places {
+            let (oid, tid) = place.split_once(':')?;
+            let oid_ok = !oid.is_empty() && oid.bytes().all(|b| b.is_ascii_digit());
+            let tid_ok =
+                tid.starts_with('(') && tid.bytes().all(|b| b.is_ascii_digit() || b"(),".contains(&b));
+            if !oid_ok || !tid_ok {
+                return None;
+            }
+            by_table.entry(oid).or_default().push(tid);
+        }
+        let conds: Vec<String> = by_table
+            .iter()
+            .map(|(oid, tids)| {
+                let list: Vec<String> = tids.iter().map(|t| format!("\"{t}\"")).collect();
+                format!("(tableoid = {oid} AND ctid = ANY ('{{{}}}'::tid[]))", list.join(","))
+            })
+            .collect();
+        let cond = if conds.is_empty() { "false".to_owned() } else { conds.join(" OR ") };
+        Some(format!("DELETE FROM {} WHERE {cond};", self.table_sql))
     }
 
     /// What the shard rows arrive on runs: each row (its text form) inserted whole.
@@ -162,11 +183,13 @@ mod tests {
         assert!(m.client_returning);
         assert_eq!(
             m.shard_sql(2),
-            "UPDATE items SET id = 5 WHERE id = 3 RETURNING id, name\n, ctid::text AS pgvia_ctid, (\"id\")::text AS pgvia_key, (\"items\".*)::text AS pgvia_row, '2'::text AS pgvia_shard"
+            "UPDATE items SET id = 5 WHERE id = 3 RETURNING id, name\n, tableoid::oid::text || ':' || ctid::text AS pgvia_ctid, (\"id\")::text AS pgvia_key, (\"items\".*)::text AS pgvia_row, '2'::text AS pgvia_shard"
         );
         let m = KeyMove::plan("update public.items i set id = id + 1 -- note", &rule()).expect("plan");
         assert!(!m.client_returning);
-        assert!(m.shard_sql(0).starts_with("update public.items i set id = id + 1 -- note\nRETURNING ctid"));
+        assert!(m
+            .shard_sql(0)
+            .starts_with("update public.items i set id = id + 1 -- note\nRETURNING tableoid"));
         assert!(m.shard_sql(0).contains("(\"i\".*)::text"));
         assert_eq!(m.table_sql, "\"public\".\"items\"");
     }
@@ -188,9 +211,11 @@ mod tests {
     fn move_statements_quote_rows() {
         let m = KeyMove::plan("UPDATE items SET id = 5", &rule()).expect("plan");
         assert_eq!(
-            m.delete_sql(&["(0,1)".into(), "(3,4)".into()]),
-            "DELETE FROM \"items\" WHERE ctid = ANY ('{\"(0,1)\",\"(3,4)\"}'::tid[]);"
+            m.delete_sql(&["16384:(0,1)".into(), "16384:(3,4)".into(), "16390:(0,1)".into()]).expect("delete"),
+            "DELETE FROM \"items\" WHERE (tableoid = 16384 AND ctid = ANY ('{\"(0,1)\",\"(3,4)\"}'::tid[])) OR (tableoid = 16390 AND ctid = ANY ('{\"(0,1)\"}'::tid[]));"
         );
+        assert_eq!(m.delete_sql(&[]).expect("none"), "DELETE FROM \"items\" WHERE false;");
+        assert!(m.delete_sql(&["1:(0,1)'; DROP".into()]).is_none());
         assert!(m.insert_sql(&["(1,\"a'b\\\\c\")".into()]).contains("E'(1,\"a''b\\\\\\\\c\")'"));
     }
 }

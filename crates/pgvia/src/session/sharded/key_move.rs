@@ -32,7 +32,8 @@ use crate::sharding::{self, Params, StatementRoute, Target};
 /// A returned row's hidden columns.
 struct Moved {
     shard: ShardId,
-    ctid: String,
+    /// `tableoid:ctid` of the new row version on `shard`.
+    place: String,
     key: Option<Vec<u8>>,
     row: String,
 }
@@ -126,7 +127,7 @@ fn strip_reply(reply: &[u8], client_returning: bool, extended: bool) -> Option<(
                 let split = row.len().checked_sub(HIDDEN)?;
                 let hidden = &row[split..];
                 moved.push(Moved {
-                    ctid: text(hidden[0])?,
+                    place: text(hidden[0])?,
                     key: hidden[1].map(<[u8]>::to_vec),
                     row: text(hidden[2])?,
                     shard: text(hidden[3])?.parse().ok()?,
@@ -436,7 +437,7 @@ impl ShardedSession<'_> {
                 }
             };
             if home != row.shard {
-                deletes.entry(row.shard).or_default().push(row.ctid);
+                deletes.entry(row.shard).or_default().push(row.place);
                 inserts.entry(home).or_default().push(row.row);
             }
         }
@@ -447,19 +448,26 @@ impl ShardedSession<'_> {
             return Ok(());
         }
         let movers: ShardSet = deletes.keys().chain(inserts.keys()).copied().collect();
-        let payloads: Vec<(ShardId, Bytes)> = movers
+        let payloads: Option<Vec<(ShardId, Bytes)>> = movers
             .iter()
             .map(|s| {
                 // Both statements on every shard (one of them maybe empty): the fan-out
                 // needs the shards' replies to have the same shape.
                 let none = Vec::new();
-                let mut sql = plan.delete_sql(deletes.get(&s).unwrap_or(&none));
+                let mut sql = plan.delete_sql(deletes.get(&s).unwrap_or(&none))?;
                 sql.push_str(&plan.insert_sql(inserts.get(&s).unwrap_or(&none)));
                 let mut q = BytesMut::new();
                 wire::build::query(&mut q, &sql);
-                (s, q.freeze())
+                Some((s, q.freeze()))
             })
-            .collect();
+            .collect::<Option<_>>();
+        let Some(payloads) = payloads else {
+            self.refuse(
+                SqlState::PROTOCOL_VIOLATION.code(),
+                "a shard returned a row place pgvia cannot read",
+            );
+            return Ok(());
+        };
         tracing::debug!(table = %rule.name, rows = deletes.values().map(Vec::len).sum::<usize>(), "moving rows whose key changed");
         let Some(moved) = self.held_exchange(movers, Payload::PerShard(&payloads), &[]).await else {
             return Ok(());
