@@ -103,9 +103,6 @@ impl ShardedSession<'_> {
             // them would run every write on shards that do not own its rows.
             return self.batch_units(frames).await;
         }
-        if let Some(rule) = self.batch_key_update(&frames) {
-            return self.key_update_batch(frames, rule).await;
-        }
         let search_path = self.search_path();
         let mut payload = BytesMut::new();
         let mut parse_drops = Vec::new();
@@ -143,6 +140,10 @@ impl ShardedSession<'_> {
                     let values: Vec<Option<&[u8]>> = b.params.iter().collect();
                     let params = Params::Bind { formats: &formats, values: &values };
                     let analysis: Arc<route::Analysis> = stmt.analysis.clone();
+                    if let Some(rule) = self.key_update_rule(&analysis) {
+                        // Its rows may move to other shards (`key_move.rs`).
+                        return self.key_update_batch(frames.clone(), rule).await;
+                    }
                     let (sql, types) = (stmt.sql.clone(), stmt.param_types.clone());
                     let routes = sharding::plan(&self.rules, &analysis, &params, &self.hints(&search_path));
                     let routes = match routes {

@@ -261,29 +261,6 @@ impl ShardedSession<'_> {
         self.run_key_update(targets, &payloads, &[], &plan, &rule, false).await
     }
 
-    /// The table whose key the one statement this batch binds assigns, if any.
-    pub(super) fn batch_key_update(&self, frames: &[Bytes]) -> Option<TableRule> {
-        frames.iter().find_map(|f| {
-            if f[0] != fe::BIND {
-                return None;
-            }
-            let Ok(FrontendMessage::Bind(b)) = FrontendMessage::parse_body(f[0], &f[5..]) else {
-                return None;
-            };
-            let analysis = match self.statements.get(b.statement) {
-                Some(stmt) => stmt.analysis.clone(),
-                None => frames.iter().find_map(|p| match FrontendMessage::parse_body(p[0], &p[5..]) {
-                    Ok(FrontendMessage::Parse(p)) if p.name == b.statement => {
-                        let types: Vec<u32> = p.param_types.iter().collect();
-                        Some(self.app.analyzer.analyze_bytes(p.query, &types))
-                    }
-                    _ => None,
-                })?,
-            };
-            self.key_update_rule(&analysis)
-        })
-    }
-
     /// A key-changing UPDATE sent through the extended protocol (its messages up to Sync,
     /// one Bind and its Execute).
     pub(super) async fn key_update_batch(
