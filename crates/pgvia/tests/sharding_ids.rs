@@ -172,3 +172,64 @@ async fn unique_ids_made_on_the_shards() {
 
     proxy.stop().await;
 }
+
+/// A shard where the function cannot be installed (the schema `pgvia` belongs to someone else):
+/// pgvia says so in its log, naming the shard, installs it on the others, and asking that
+/// shard for an id is PostgreSQL's error, not a made-up id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_that_refuses_the_function_is_logged() {
+    let c = common::shards::start("SELECT 1;");
+    c.shards[2]
+        .psql(DB, "CREATE SCHEMA pgvia AUTHORIZATION postgres; REVOKE ALL ON SCHEMA pgvia FROM PUBLIC;")
+        .expect("a schema pgvia the app user cannot write");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let toml = common::shards::config_with(&c, &["events"], |b| b.general(&format!("listen_port = {port}")));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("pgvia.toml");
+    std::fs::write(&path, toml).expect("config");
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pgvia"))
+        .arg("--config")
+        .arg(&path)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start pgvia");
+    // The other shards get it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for i in [0usize, 1, 3] {
+        let client = direct(&c.shards[i]).await;
+        loop {
+            let row = client
+                .query_one("SELECT to_regprocedure('pgvia.unique_id()') IS NOT NULL", &[])
+                .await
+                .expect("look for the function");
+            if row.get::<_, bool>(0) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "pgvia.unique_id() not installed on shard {i}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let conninfo = format!("host=127.0.0.1 port={port} user={USER} password={PASSWORD} dbname={DB}");
+    let via = common::connect(&conninfo).await.expect("through pgvia");
+    let err = via
+        .query_one("/* pgvia_shard: 2 */ SELECT pgvia.unique_id()", &[])
+        .await
+        .expect_err("no function on shard 2");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("42501"), "{err:?}");
+    drop(via);
+    let pid = child.id().expect("pid").to_string();
+    tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.expect("kill");
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("pgvia stops")
+        .expect("output");
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let line = log
+        .lines()
+        .find(|l| l.contains("cannot install pgvia.unique_id() on this shard"))
+        .unwrap_or_else(|| panic!("no log line about the refused install in:\n{log}"));
+    assert!(line.contains("shard=2") && line.contains("permission denied"), "{line}");
+}
