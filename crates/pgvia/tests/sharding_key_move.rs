@@ -17,7 +17,11 @@ CREATE TABLE kinds (k int PRIMARY KEY, label text);
 INSERT INTO kinds VALUES (1, 'one'), (2, 'two');
 CREATE TABLE parts (id bigint NOT NULL, k int NOT NULL, note text, PRIMARY KEY (id, k)) PARTITION BY LIST (k);
 CREATE TABLE parts_1 PARTITION OF parts FOR VALUES IN (1);
-CREATE TABLE parts_2 PARTITION OF parts FOR VALUES IN (2);";
+CREATE TABLE parts_2 PARTITION OF parts FOR VALUES IN (2);
+CREATE TABLE gen (id bigint PRIMARY KEY, qty int NOT NULL, twice int GENERATED ALWAYS AS (qty * 2) STORED,
+    seq bigint GENERATED ALWAYS AS IDENTITY, touched text DEFAULT 'no');
+CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.touched := 'yes'; RETURN NEW; END $$;
+CREATE TRIGGER gen_touch BEFORE UPDATE ON gen FOR EACH ROW EXECUTE FUNCTION touch();";
 
 async fn direct(pg: &Cluster) -> Client {
     common::connect(&common::direct_conninfo(pg, USER, PASSWORD, DB)).await.expect("direct connection")
@@ -61,7 +65,7 @@ async fn elsewhere(reference: &Client, from: i64) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_updates_move_rows_between_shards() {
     let c = common::shards::start(SCHEMA);
-    let proxy = TestProxy::start_toml(&common::shards::config(&c, &["items", "parts"])).await;
+    let proxy = TestProxy::start_toml(&common::shards::config(&c, &["items", "parts", "gen"])).await;
     let via = proxy.connect(USER, PASSWORD, DB).await;
     let reference = direct(&c.reference).await;
     let mut shards = Vec::new();
@@ -222,6 +226,32 @@ async fn key_updates_move_rows_between_shards() {
         .expect("moved row in its partition")
         .get(0);
     assert_eq!(moved, "a");
+
+    // Generated and identity columns, a BEFORE UPDATE trigger: the moved row is the row
+    // PostgreSQL's UPDATE made (trigger applied, generated column computed, identity kept).
+    via.execute("INSERT INTO gen (id, qty) VALUES (50, 3)", &[]).await.expect("gen row");
+    let seq: i64 = via.query_one("SELECT seq FROM gen WHERE id = 50", &[]).await.expect("seq").get(0);
+    let to = elsewhere(&reference, 50).await;
+    let row = via
+        .query_one(
+            "UPDATE gen SET id = $1, qty = qty + 1 WHERE id = 50 RETURNING id, twice, seq, touched",
+            &[&to],
+        )
+        .await
+        .expect("move a row with generated columns");
+    assert_eq!(
+        (row.get::<_, i64>(0), row.get::<_, i32>(1), row.get::<_, i64>(2), row.get::<_, String>(3)),
+        (to, 8, seq, "yes".to_owned())
+    );
+    let there = &shards[partition_of(&reference, to).await];
+    let stored = there
+        .query_one("SELECT twice, seq, touched FROM gen WHERE id = $1", &[&to])
+        .await
+        .expect("moved gen row");
+    assert_eq!(
+        (stored.get::<_, i32>(0), stored.get::<_, i64>(1), stored.get::<_, String>(2)),
+        (8, seq, "yes".to_owned())
+    );
 
     // No prepared transaction left anywhere.
     for s in &shards {

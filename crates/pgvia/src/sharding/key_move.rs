@@ -151,11 +151,22 @@ impl KeyMove {
         Some(format!("DELETE FROM {} WHERE {cond};", self.table_sql))
     }
 
-    /// What the shard rows arrive on runs: each row (its text form) inserted whole.
-    pub fn insert_sql(&self, rows: &[String]) -> String {
+    /// The query that lists the table's insertable columns (not generated, not dropped), as
+    /// SQL identifiers joined by commas.
+    pub fn columns_sql(&self) -> String {
+        format!(
+            "SELECT pg_catalog.string_agg(pg_catalog.quote_ident(attname), ',' ORDER BY attnum) FROM pg_catalog.pg_attribute WHERE attrelid = {}::pg_catalog.regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''",
+            quote_literal(&self.table_sql)
+        )
+    }
+
+    /// What the shard rows arrive on runs: each row (its text form) read as the table's row
+    /// type and inserted into `columns` (from [`Self::columns_sql`]: generated columns are
+    /// computed again, as PostgreSQL computes them on UPDATE; identity values are kept).
+    pub fn insert_sql(&self, rows: &[String], columns: &str) -> String {
         let list: Vec<String> = rows.iter().map(|r| quote_literal(r)).collect();
         format!(
-            "INSERT INTO {t} OVERRIDING SYSTEM VALUE SELECT (pgvia_row::{t}).* FROM pg_catalog.unnest(ARRAY[{}]::text[]) AS pgvia_row;",
+            "INSERT INTO {t} ({columns}) OVERRIDING SYSTEM VALUE SELECT {columns} FROM (SELECT (pgvia_row::{t}).* FROM pg_catalog.unnest(ARRAY[{}]::text[]) AS pgvia_row) AS pgvia_rows;",
             list.join(","),
             t = self.table_sql
         )
@@ -216,6 +227,11 @@ mod tests {
         );
         assert_eq!(m.delete_sql(&[]).expect("none"), "DELETE FROM \"items\" WHERE false;");
         assert!(m.delete_sql(&["1:(0,1)'; DROP".into()]).is_none());
-        assert!(m.insert_sql(&["(1,\"a'b\\\\c\")".into()]).contains("E'(1,\"a''b\\\\\\\\c\")'"));
+        let insert = m.insert_sql(&["(1,\"a'b\\\\c\")".into()], "id,name");
+        assert!(insert.contains("E'(1,\"a''b\\\\\\\\c\")'"), "{insert}");
+        assert!(
+            insert.starts_with("INSERT INTO \"items\" (id,name) OVERRIDING SYSTEM VALUE SELECT id,name FROM")
+        );
+        assert!(m.columns_sql().contains("E'\"items\"'::pg_catalog.regclass"));
     }
 }

@@ -424,6 +424,10 @@ impl ShardedSession<'_> {
             self.ready();
             return Ok(());
         }
+        let Some(columns) = self.insertable_columns(plan, deletes.keys().copied().next().unwrap_or(0)).await
+        else {
+            return Ok(());
+        };
         let movers: ShardSet = deletes.keys().chain(inserts.keys()).copied().collect();
         let payloads: Option<Vec<(ShardId, Bytes)>> = movers
             .iter()
@@ -432,7 +436,7 @@ impl ShardedSession<'_> {
                 // needs the shards' replies to have the same shape.
                 let none = Vec::new();
                 let mut sql = plan.delete_sql(deletes.get(&s).unwrap_or(&none))?;
-                sql.push_str(&plan.insert_sql(inserts.get(&s).unwrap_or(&none)));
+                sql.push_str(&plan.insert_sql(inserts.get(&s).unwrap_or(&none), &columns));
                 let mut q = BytesMut::new();
                 wire::build::query(&mut q, &sql);
                 Some((s, q.freeze()))
@@ -461,6 +465,33 @@ impl ShardedSession<'_> {
         }
         self.ready();
         Ok(())
+    }
+
+    /// The table's insertable columns, asked of `shard` (held, in the transaction). `None`
+    /// when that failed: the client has the error and its transaction is failed.
+    async fn insertable_columns(&mut self, plan: &KeyMove, shard: ShardId) -> Option<String> {
+        let timeout = self.app.config().general.server_reset_timeout;
+        let result = match self.held[shard].as_mut() {
+            Some(c) => c.conn().query_rows(&plan.columns_sql(), timeout).await,
+            None => Err(crate::server::ServerError::Desync("no server held for a shard of the key update")),
+        };
+        match result {
+            Ok(rows) => {
+                let columns = rows.into_iter().next().and_then(|r| r.into_iter().next().flatten());
+                if columns.is_none() {
+                    self.refuse("XX000", "the table to move rows of lists no insertable columns");
+                }
+                columns
+            }
+            Err(crate::server::ServerError::Query { code, message }) => {
+                self.refuse(&code, &message);
+                None
+            }
+            Err(e) => {
+                self.shard_failed(shard, &e).await;
+                None
+            }
+        }
     }
 
     /// One exchange inside the open transaction with its replies held in `to_client` for the
