@@ -253,6 +253,28 @@ async fn key_updates_move_rows_between_shards() {
         (8, seq, "yes".to_owned())
     );
 
+    // Cost (reported, not asserted: a shared machine): autocommit key updates that move a
+    // row each, against updates of another column of the same rows.
+    for id in 100..300i64 {
+        via.execute("INSERT INTO items (id, name) VALUES ($1, 'bench')", &[&id]).await.expect("bench row");
+    }
+    let t = std::time::Instant::now();
+    for id in 100..300i64 {
+        via.execute("UPDATE items SET qty = qty + 1 WHERE id = $1", &[&id]).await.expect("plain update");
+    }
+    let plain = t.elapsed();
+    let t = std::time::Instant::now();
+    let mut moved = 0;
+    for id in 100..300i64 {
+        moved += via
+            .execute("UPDATE items SET id = id + 1000000 WHERE id = $1", &[&id])
+            .await
+            .expect("key update");
+    }
+    let keyed = t.elapsed();
+    assert_eq!(moved, 200);
+    eprintln!("200 autocommit updates: other column {plain:?}, key (moving or not) {keyed:?}");
+
     // No prepared transaction left anywhere.
     for s in &shards {
         let n: i64 =
