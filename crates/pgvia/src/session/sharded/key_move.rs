@@ -401,6 +401,13 @@ impl ShardedSession<'_> {
             );
             return Ok(());
         };
+        if rows.iter().any(|r| r.shard >= self.groups.len()) {
+            self.refuse(
+                SqlState::PROTOCOL_VIOLATION.code(),
+                "a shard's reply to the key update named no shard of this database",
+            );
+            return Ok(());
+        }
         let mut deletes: BTreeMap<ShardId, Vec<String>> = BTreeMap::new();
         let mut inserts: BTreeMap<ShardId, Vec<String>> = BTreeMap::new();
         for row in rows {
@@ -471,7 +478,7 @@ impl ShardedSession<'_> {
     /// when that failed: the client has the error and its transaction is failed.
     async fn insertable_columns(&mut self, plan: &KeyMove, shard: ShardId) -> Option<String> {
         let timeout = self.app.config().general.server_reset_timeout;
-        let result = match self.held[shard].as_mut() {
+        let result = match self.held.get_mut(shard).and_then(Option::as_mut) {
             Some(c) => c.conn().query_rows(&plan.columns_sql(), timeout).await,
             None => Err(crate::server::ServerError::Desync("no server held for a shard of the key update")),
         };
@@ -529,5 +536,81 @@ impl ShardedSession<'_> {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn description(out: &mut BytesMut, names: &[&str]) {
+        wire::build::frame(out, be::ROW_DESCRIPTION, |b| {
+            b.put_i16(names.len() as i16);
+            for n in names {
+                wire::build::put_cstr(b, n.as_bytes());
+                b.put_slice(&[0; 18]);
+            }
+        });
+    }
+
+    fn shard_reply(client_columns: &[&str]) -> BytesMut {
+        let mut out = BytesMut::new();
+        wire::build::frame(&mut out, be::BIND_COMPLETE, |_| {});
+        let mut names = client_columns.to_vec();
+        names.extend(["pgvia_ctid", "pgvia_key", "pgvia_row", "pgvia_shard"]);
+        description(&mut out, &names);
+        let mut cells: Vec<Option<&[u8]>> = client_columns.iter().map(|_| Some(&b"v"[..])).collect();
+        cells.extend([Some(&b"16384:(0,7)"[..]), Some(&b"42"[..]), Some(&b"(42,x)"[..]), Some(&b"3"[..])]);
+        data_row(&mut out, &cells);
+        wire::build::command_complete(&mut out, "UPDATE 1");
+        out
+    }
+
+    #[test]
+    fn hidden_columns_are_stripped_and_read() {
+        let reply = shard_reply(&["id"]);
+        let (client, moved) = strip_reply(&reply, true, true).expect("readable");
+        let tags: Vec<u8> = frames(&client).map(|(t, _)| t).collect();
+        assert_eq!(tags, b"2TDC");
+        let (_, row) = frames(&client).find(|(t, _)| *t == be::DATA_ROW).expect("row");
+        assert_eq!(cells(row).expect("cells"), vec![Some(&b"v"[..])]);
+        let (_, desc) = frames(&client).find(|(t, _)| *t == be::ROW_DESCRIPTION).expect("description");
+        assert_eq!(&desc[5..7], &1i16.to_be_bytes());
+        assert_eq!(moved.len(), 1);
+        assert_eq!((moved[0].shard, moved[0].place.as_str()), (3, "16384:(0,7)"));
+        assert_eq!((moved[0].key.as_deref(), moved[0].row.as_str()), (Some(&b"42"[..]), "(42,x)"));
+    }
+
+    #[test]
+    fn without_returning_the_client_gets_no_rows() {
+        let reply = shard_reply(&[]);
+        let (extended, _) = strip_reply(&reply, false, true).expect("readable");
+        assert_eq!(frames(&extended).map(|(t, _)| t).collect::<Vec<_>>(), b"2nC");
+        let (simple, moved) = strip_reply(&reply, false, false).expect("readable");
+        assert_eq!(frames(&simple).map(|(t, _)| t).collect::<Vec<_>>(), b"2C");
+        assert_eq!(moved.len(), 1);
+    }
+
+    #[test]
+    fn a_failed_move_keeps_what_precedes_the_rows_and_the_error() {
+        let (client, _) = strip_reply(&shard_reply(&["id"]), true, false).expect("readable");
+        let mut error = BytesMut::new();
+        wire::build::command_complete(&mut error, "DELETE 1");
+        wire::build::ErrorFields::with_code(wire::build::Severity::Error, "23505", "duplicate")
+            .write(&mut error);
+        let mut out = BytesMut::new();
+        failed_reply(&mut out, &client, &error, false);
+        assert_eq!(frames(&out).map(|(t, _)| t).collect::<Vec<_>>(), b"2E");
+    }
+
+    #[test]
+    fn malformed_replies_are_refused_not_panicked_on() {
+        let reply = shard_reply(&["id"]);
+        for cut in 0..reply.len() {
+            let _ = strip_reply(&reply[..cut], true, true);
+        }
+        let mut short = BytesMut::new();
+        data_row(&mut short, &[Some(&b"x"[..])]);
+        assert!(strip_reply(&short, true, true).is_none());
     }
 }
