@@ -86,11 +86,18 @@ impl Analyzer {
     /// it is, as by [`Analyzer::analyze`]. `scratch` is the caller's buffer for the shape, so
     /// a hit does not allocate.
     pub fn analyze_query(&self, sql: &str, scratch: &mut String) -> Arc<Analysis> {
+        self.analyze_query_shaped(sql, scratch).0
+    }
+
+    /// [`Analyzer::analyze_query`], and whether the analysis is the shape's (its `$k` are
+    /// the text's constants, see [`constants`](crate::constants), and its locations are in
+    /// the shape's text) rather than the text's own.
+    pub fn analyze_query_shaped(&self, sql: &str, scratch: &mut String) -> (Arc<Analysis>, bool) {
         if let Some(shared) = self.shape_of(sql, scratch) {
             self.counters.add(Counter::ShapeHit);
-            return shared;
+            return (shared, true);
         }
-        self.analyze(sql, &[])
+        (self.analyze(sql, &[]), false)
     }
 
     fn shape_of(&self, sql: &str, scratch: &mut String) -> Option<Arc<Analysis>> {

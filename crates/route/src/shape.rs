@@ -44,9 +44,15 @@ pub(crate) fn normalize(sql: &str, out: &mut String) -> usize {
 /// (from 0) became parameter `$k+1`. Empty when the text has no shape of its own.
 pub fn constants(sql: &str) -> Vec<Range<usize>> {
     let mut found = Vec::new();
-    match scan(sql, |r| found.push(r)) {
-        Some(()) => found,
-        None => Vec::new(),
+    constants_into(sql, &mut found);
+    found
+}
+
+/// [`constants`] into the caller's buffer (cleared first), so a hot path reuses it.
+pub fn constants_into(sql: &str, found: &mut Vec<Range<usize>>) {
+    found.clear();
+    if scan(sql, |r| found.push(r)).is_none() {
+        found.clear();
     }
 }
 

@@ -509,6 +509,7 @@ impl ServerConn {
             process_id: self.key.process_id,
             secret: self.key.secret.clone(),
             in_flight: self.cancels.clone(),
+            also: Vec::new(),
         }
     }
 

@@ -23,6 +23,8 @@ pub struct QueryMemo {
     text: Vec<u8>,
     /// Its analysis; `None` until the first query.
     analysis: Option<Arc<Analysis>>,
+    /// Whether `analysis` is the text's shape's (see `route::Analyzer::analyze_query_shaped`).
+    shaped: bool,
     /// Where the analyzer writes a text's shape; reused like `text`.
     shape: String,
 }
@@ -35,23 +37,30 @@ const MAX_TEXT: usize = 4 * 1024;
 impl QueryMemo {
     /// The analysis of a simple query's text (no parameter types).
     pub fn analyze(&mut self, analyzer: &Analyzer, sql: &[u8]) -> Arc<Analysis> {
+        self.analyze_shaped(analyzer, sql).0
+    }
+
+    /// [`QueryMemo::analyze`], and whether the analysis is the text's shape's: then its
+    /// `$k` stand for the text's constants and its locations are not the text's.
+    pub fn analyze_shaped(&mut self, analyzer: &Analyzer, sql: &[u8]) -> (Arc<Analysis>, bool) {
         if let Some(analysis) = &self.analysis {
             if self.text == sql {
-                return analysis.clone();
+                return (analysis.clone(), self.shaped);
             }
         }
         let text = match std::str::from_utf8(sql) {
             Ok(text) if sql.len() <= MAX_TEXT => text,
             _ => {
                 self.analysis = None;
-                return analyzer.analyze_bytes(sql, &[]);
+                return (analyzer.analyze_bytes(sql, &[]), false);
             }
         };
-        let analysis = analyzer.analyze_query(text, &mut self.shape);
+        let (analysis, shaped) = analyzer.analyze_query_shaped(text, &mut self.shape);
         self.text.clear();
         self.text.extend_from_slice(sql);
         self.analysis = Some(analysis.clone());
-        analysis
+        self.shaped = shaped;
+        (analysis, shaped)
     }
 }
 

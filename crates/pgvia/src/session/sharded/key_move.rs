@@ -22,6 +22,7 @@ use wire::backend::tag as be;
 use wire::frontend::{tag as fe, FrontendMessage, Target as Which};
 use wire::sqlstate::SqlState;
 
+use super::fanout::Combine;
 use super::io::Payload;
 use super::{ClientStatement, Part, ShardedSession, Tx};
 use crate::config::TableRule;
@@ -516,7 +517,7 @@ impl ShardedSession<'_> {
                 return None;
             }
         }
-        let sent = match self.launch(targets, payload, parse_drops, false).await {
+        let sent = match self.launch(targets, payload, Combine::Concat, parse_drops, false).await {
             Ok(mut flight) => {
                 flight.hold = true;
                 match self.pump(&mut flight, false).await {
