@@ -149,6 +149,12 @@ async fn key_updates_move_rows_between_shards() {
     let message = err.as_db_error().map(|e| e.message().to_owned()).unwrap_or_default();
     assert!(message.contains("items") && message.contains("FROM"), "{message}");
     assert_eq!(holders(&shards, 7).await.len(), 1);
+    let err = via
+        .execute("UPDATE items SET id = (SELECT max(id) FROM items) + 1 WHERE id = $1", &[&7i64])
+        .await
+        .expect_err("subquery in SET");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("0A000"));
+    assert_eq!(holders(&shards, 7).await.len(), 1);
 
     // A savepoint rolled back undoes the move on every shard, the later-joined one included.
     let before = holders(&shards, 8).await;

@@ -74,6 +74,15 @@ impl KeyMove {
                 "UPDATE ... FROM joins rows that may live on other shards; the new key is not computable per row",
             ));
         }
+        let mut subquery = false;
+        for t in u.target_list() {
+            pg_raw_parse::walk::walk(t.val(), |n| subquery |= matches!(n, Node::SubLink(_)));
+        }
+        if subquery {
+            return Err(refuse(
+                "a subquery in SET runs on each shard apart, so the new values are not computable per row",
+            ));
+        }
         let Some(rel) = u.relation() else { return Err(refuse("the statement names no table")) };
         let visible = rel.alias().and_then(|a| a.aliasname()).or_else(|| rel.relname()).unwrap_or("");
         let client_returning = match u.returning_clause() {
@@ -211,6 +220,8 @@ mod tests {
             "UPDATE items SET id = k.id FROM kinds k WHERE items.id = k.id",
             "WITH x AS (SELECT 1) UPDATE items SET id = 4",
             "UPDATE items SET id = 1; UPDATE items SET id = 2",
+            "UPDATE items SET id = (SELECT max(id) FROM items) + 1 WHERE id = 3",
+            "UPDATE items SET (id, name) = (SELECT 1, 'x') WHERE id = 3",
         ] {
             let e = KeyMove::plan(sql, &rule()).expect_err(sql);
             assert_eq!(e.table, "items");
