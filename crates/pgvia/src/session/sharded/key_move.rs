@@ -300,7 +300,11 @@ impl ShardedSession<'_> {
             unsupported(self, "send its Bind and Execute before one Sync");
             return Ok(());
         }
-        let Some(stmt) = self.statements.get(b.statement) else { return Ok(()) };
+        let Some(stmt) = self.statements.get(b.statement) else {
+            let message = format!("prepared statement \"{}\" does not exist", b.statement);
+            self.refuse("26000", &message);
+            return Ok(());
+        };
         let (sql, types, analysis): (Bytes, Vec<u32>, Arc<route::Analysis>) =
             (stmt.sql.clone(), stmt.param_types.clone(), stmt.analysis.clone());
         let plan = match std::str::from_utf8(&sql).map(|s| KeyMove::plan(s, &rule)) {
