@@ -64,5 +64,5 @@ pub use model::{
     RowLock, SetScope, StatementKind, TransactionOptions,
 };
 pub use options::{Admission, AnalyzerOptions, OptionsError};
-pub use shape::{constants, constants_into};
+pub use shape::constants;
 pub use stats::AnalyzerStats;

@@ -105,8 +105,6 @@ pub struct ShardedSession<'a> {
     /// The last simple query's analysis, shared by shape with texts that differ only in
     /// their constants (so `... WHERE id = 42` is not parsed per query).
     memo: crate::session::memo::QueryMemo,
-    /// Where the constants of a query analysed by its shape are (its `$k`); reused.
-    constants: Vec<std::ops::Range<usize>>,
 }
 
 /// One statement of a multi-statement query or pipeline, run as an exchange of its own.
@@ -162,7 +160,6 @@ impl<'a> ShardedSession<'a> {
             hint_key: None,
             turn: 0,
             memo: Default::default(),
-            constants: Vec::new(),
             quiet: false,
             errored: false,
             text_order: None,
@@ -311,7 +308,8 @@ impl<'a> ShardedSession<'a> {
     /// A simple query: routed, then sent to its shards.
     async fn simple(&mut self, frame: Bytes) -> Result<(), SessionError> {
         let sql = frame.get(5..frame.len().saturating_sub(1)).unwrap_or_default();
-        let (mut analysis, mut shaped) = self.memo.analyze_shaped(&self.app.analyzer, sql);
+        let (mut analysis, constants) = self.memo.analyze_shaped(&self.app.analyzer, sql);
+        let mut shaped = constants.is_some();
         if shaped && analysis.len() > 1 {
             // Splitting the text into its statements needs the text's own locations.
             (analysis, shaped) = (self.app.analyzer.analyze_bytes(sql, &[]), false);
@@ -327,12 +325,9 @@ impl<'a> ShardedSession<'a> {
         }
         let search_path = self.search_path();
         let text = if shaped { std::str::from_utf8(sql).ok() } else { None };
-        let params = match text {
-            Some(text) => {
-                route::constants_into(text, &mut self.constants);
-                sharding::Params::Constants { sql: text, ranges: &self.constants }
-            }
-            None => sharding::Params::None,
+        let params = match (text, self.memo.constants()) {
+            (Some(text), Some(ranges)) => sharding::Params::Constants { sql: text, ranges },
+            _ => sharding::Params::None,
         };
         let routes = sharding::plan(&self.rules, &analysis, &params, &self.hints(&search_path));
         let routes = match routes {
