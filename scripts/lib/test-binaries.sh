@@ -13,7 +13,7 @@ jobs=$1
 shift
 # Binaries run one at a time, after the others: file-descriptor and port floods, load
 # measurements, fault injection.
-SOLO=${SOLO:-"bounds pgbench faults robustness sharding_copy"}
+SOLO=${SOLO:-"bounds pgbench faults robustness sharding_copy sharding_ids"}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -93,6 +93,24 @@ fn corpus() -> Vec<(String, bool)> {
         ));
     }
     push("INSERT INTO items (qty, id, name) VALUES (5, 1500, 'x'), (6, 1501, 'y'), (7, 1502, 'z'), (8, 1503, 'w')".into());
+    // UPDATEs that change the key: each row ends on its new key's shard (checked below).
+    for id in [2i64, 4, 6, 8, 10, 12, 1500] {
+        push(format!("UPDATE items SET id = id + 5000 WHERE id = {id}"));
+    }
+    push("UPDATE items SET id = id + 6000, name = name || '>' WHERE id IN (14, 15, 16, 17) RETURNING id, name, qty".into());
+    push("UPDATE items SET id = id + 200000, qty = qty + 1 WHERE qty = 6 RETURNING *".into());
+    push("UPDATE items SET id = id WHERE id = 1002 RETURNING id, name".into());
+    push("UPDATE items SET id = 7777 WHERE id = 999999".into());
+    push("UPDATE items SET name = 'moved', id = 3 * id + 700000 WHERE id BETWEEN 20 AND 29".into());
+    // Key conflicts: the target shard's unique index (or the source's, when both keys share
+    // a shard) fails the statement, as PostgreSQL does.
+    for base in [1000i64, 1100, 1200, 1300] {
+        push(format!("UPDATE items SET id = {base} WHERE id = {}", base + 1));
+    }
+    push("UPDATE items SET id = NULL WHERE id = 1003".into());
+    push("UPDATE items SET id = 8030 WHERE id = 30; UPDATE items SET qty = 9 WHERE id = 8030".into());
+    push("BEGIN; UPDATE items SET id = 8031 WHERE id = 31 RETURNING id; UPDATE items SET id = 8032 WHERE id = 32; COMMIT".into());
+    push("BEGIN; UPDATE items SET id = 8033 WHERE id = 33; ROLLBACK".into());
     push("SELECT id, name, qty FROM items WHERE qty > 5".into());
     push("SELECT id FROM items WHERE id BETWEEN 10 AND 30".into());
     push("SELECT id FROM items WHERE id = 5 OR id = 77".into());
@@ -202,6 +220,36 @@ async fn sharded_database_answers_as_one_postgres_would() {
             .expect("insert reference");
         assert_eq!(n, m);
     }
+    // Key updates with the key in Bind parameters (binary), with and without RETURNING.
+    for (from, to) in [(200i64, 9200i64), (201, 9201), (202, 9202), (203, 9203)] {
+        let sql = "UPDATE items SET id = $2 WHERE id = $1";
+        let n = via.execute(sql, &[&from, &to]).await.expect("key update via Bind");
+        let m = reference.execute(sql, &[&from, &to]).await.expect("reference key update");
+        assert_eq!(n, m);
+        let sql = "UPDATE items SET id = $2, qty = qty + 1 WHERE id = $1 RETURNING id, qty, name";
+        let got: Vec<(i64, i32, String)> = via
+            .query(sql, &[&to, &(to + 1000)])
+            .await
+            .expect("key update RETURNING via Bind")
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        let want: Vec<(i64, i32, String)> = reference
+            .query(sql, &[&to, &(to + 1000)])
+            .await
+            .expect("reference")
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        assert_eq!(got, want);
+    }
+    let err =
+        via.execute("UPDATE items SET id = $2 WHERE id = $1", &[&204i64, &205i64]).await.expect_err("dup");
+    let want = reference
+        .execute("UPDATE items SET id = $2 WHERE id = $1", &[&204i64, &205i64])
+        .await
+        .expect_err("dup");
+    assert_eq!(common::sqlstate(&err), common::sqlstate(&want));
     let stmt = via.prepare("SELECT name, qty FROM items WHERE id = $1").await.expect("prepare");
     for id in (200..260i64).step_by(3) {
         let got: Vec<(String, i32)> = via

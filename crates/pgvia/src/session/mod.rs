@@ -400,8 +400,9 @@ async fn logged_in(
 }
 
 /// Finishes the in-doubt cross-shard transactions of every sharded database at start, then
-/// every [`sharded::two_phase::RECOVERY_INTERVAL`] (see `sharded/two_phase.rs`). Logs in
-/// as each database's health-check user.
+/// every [`sharded::two_phase::RECOVERY_INTERVAL`] (see `sharded/two_phase.rs`), and installs
+/// `pgvia.unique_id()` on each shard that does not have it from this run yet
+/// (`sharded/unique_id.rs`). Logs in as each database's health-check user.
 pub async fn recover_shards(app: std::sync::Weak<App>, port: u16) {
     let instance = match app.upgrade() {
         Some(app) => app.config().general.instance_id.clone().unwrap_or_else(|| {
@@ -411,6 +412,8 @@ pub async fn recover_shards(app: std::sync::Weak<App>, port: u16) {
         None => return,
     };
     sharded::two_phase::init(&instance);
+    // Shards that have `pgvia.unique_id()` from this run, per database.
+    let mut ids_installed: std::collections::HashMap<String, Vec<bool>> = std::collections::HashMap::new();
     loop {
         let Some(app) = app.upgrade() else { return };
         let config = app.config();
@@ -436,6 +439,9 @@ pub async fn recover_shards(app: std::sync::Weak<App>, port: u16) {
                     tracing::warn!(database = %name, error = %e, "cross-shard recovery failed; retrying later")
                 }
             }
+            // After recovery, which creates the decision log the first commits need.
+            let done = ids_installed.entry(name.clone()).or_default();
+            sharded::unique_id::install(&name, &groups, done, timeout).await;
         }
         drop(app);
         tokio::time::sleep(sharded::two_phase::RECOVERY_INTERVAL).await;

@@ -11,6 +11,7 @@
 pub mod cli;
 pub mod copy;
 mod fanouts;
+pub mod key_move;
 mod keys;
 pub mod params;
 pub mod split;

@@ -18,7 +18,7 @@ use crate::session::error::SessionError;
 use crate::sharding::{self, Params};
 
 /// A Parse of the unnamed statement with `sql` and `types`.
-fn parse_frame(out: &mut BytesMut, sql: &[u8], types: &[u32]) {
+pub(super) fn parse_frame(out: &mut BytesMut, sql: &[u8], types: &[u32]) {
     wire::build::frame(out, fe::PARSE, |b| {
         b.put_u8(0);
         wire::build::put_cstr(b, sql);
@@ -137,6 +137,10 @@ impl ShardedSession<'_> {
                     let values: Vec<Option<&[u8]>> = b.params.iter().collect();
                     let params = Params::Bind { formats: &formats, values: &values };
                     let analysis: Arc<route::Analysis> = stmt.analysis.clone();
+                    if let Some(rule) = self.key_update_rule(&analysis) {
+                        // Its rows may move to other shards (`key_move.rs`).
+                        return self.key_update_batch(frames.clone(), rule).await;
+                    }
                     let (sql, types) = (stmt.sql.clone(), stmt.param_types.clone());
                     let routes = sharding::plan(&self.rules, &analysis, &params, &self.hints(&search_path));
                     let routes = match routes {

@@ -366,7 +366,7 @@ impl ShardedSession<'_> {
     }
 
     /// The transaction state after an exchange the client ran itself.
-    fn note_outcome(&mut self, targets: ShardSet, writes: bool, outcome: &Outcome) {
+    pub(super) fn note_outcome(&mut self, targets: ShardSet, writes: bool, outcome: &Outcome) {
         match &mut self.tx {
             Tx::Open { writers, failed, .. } => {
                 if writes {

@@ -15,7 +15,9 @@ mod copy;
 mod extended;
 mod fanout;
 mod io;
+mod key_move;
 pub mod two_phase;
+pub mod unique_id;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -209,9 +211,10 @@ impl<'a> ShardedSession<'a> {
     /// a multi-row INSERT whose rows belong to different shards, is refused.
     fn targets(&mut self, routes: &[StatementRoute]) -> Result<ShardSet, String> {
         if routes.iter().any(|r| r.key_update) {
-            // Updated in place, the row could end up on a shard its new key does not name.
+            // Updated in place, the row could end up on a shard its new key does not name;
+            // `key_move.rs` moves rows only for an UPDATE that is a statement of its own.
             return Err(
-                "an UPDATE that assigns the sharding key could move the row to another shard, which is not supported yet: DELETE the row and INSERT it with its new key"
+                "an UPDATE that assigns the sharding key moves rows only when it is a statement of its own: send it separately"
                     .into(),
             );
         }
@@ -335,6 +338,9 @@ impl<'a> ShardedSession<'a> {
             }
         };
         self.count_fanouts(&routes, sql);
+        if let Some(rule) = self.key_update_rule(&analysis) {
+            return self.key_update_simple(frame, rule, &routes).await;
+        }
         if let [route] = routes.as_slice() {
             let spread: ShardSet = route.rows.iter().copied().collect();
             if spread.len() > 1 && analysis.len() == 1 {
