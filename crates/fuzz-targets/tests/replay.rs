@@ -46,7 +46,6 @@ fn is_note(path: &Path) -> bool {
 }
 
 #[test]
-#[ignore = "a seed runs for over an hour in a debug build (see fuzz/findings/README.md): to be diagnosed"]
 fn seeds_pass_every_target() {
     let ran = replay("seeds");
     // Every target has seeds; an empty run means the folder moved.

@@ -80,11 +80,16 @@ pub enum Authentication<'a> {
 pub struct NameList<'a>(&'a [u8]);
 
 impl<'a> NameList<'a> {
+    /// Names in order; a malformed list yields one error and ends (see [`Fields::iter`]).
     pub fn iter(&self) -> impl Iterator<Item = Result<&'a str, WireError>> + 'a {
-        let mut r = Reader::new(self.0, "AuthenticationSASL");
-        std::iter::from_fn(move || match r.cstr() {
+        let mut r = Some(Reader::new(self.0, "AuthenticationSASL"));
+        std::iter::from_fn(move || match r.as_mut()?.cstr() {
             Ok("") => None,
-            other => Some(other),
+            Ok(name) => Some(Ok(name)),
+            Err(e) => {
+                r = None;
+                Some(Err(e))
+            }
         })
     }
 }
@@ -119,12 +124,23 @@ impl<'a> Fields<'a> {
 
     /// Fields as bytes: a server writes them in the client's encoding, which need not be
     /// UTF-8 (a message quoting the client's text after `SET client_encoding TO 'KOI8'`).
+    ///
+    /// A malformed body (no closing zero byte, a value without its NUL) yields one error and
+    /// then ends: a failed read does not advance the cursor, so going on would yield the same
+    /// error forever and spin any caller that skips errors (`get_bytes`, hence `is_fatal`).
     pub fn iter(&self) -> impl Iterator<Item = Result<(u8, &'a [u8]), WireError>> + 'a {
-        let mut r = Reader::new(self.0, "ErrorResponse");
-        std::iter::from_fn(move || match r.u8() {
-            Ok(0) => None,
-            Ok(code) => Some(r.cstr_bytes().map(|v| (code, v))),
-            Err(e) => Some(Err(e)),
+        let mut r = Some(Reader::new(self.0, "ErrorResponse"));
+        std::iter::from_fn(move || {
+            let read = r.as_mut()?;
+            let field = match read.u8() {
+                Ok(0) => None,
+                Ok(code) => Some(read.cstr_bytes().map(|v| (code, v))),
+                Err(e) => Some(Err(e)),
+            };
+            if !matches!(field, Some(Ok(_))) {
+                r = None;
+            }
+            field
         })
     }
 
@@ -447,6 +463,32 @@ mod tests {
         );
         assert!(BackendMessage::parse(&frame(b'Z', b"X")).is_err());
         assert!(BackendMessage::parse(&frame(b'Z', b"")).is_err());
+    }
+
+    #[test]
+    fn malformed_fields_end_after_one_error() {
+        // Raw bodies no parse checked, as the reply tracker's `is_fatal` reads them: each must
+        // give at most one error and end, or a caller skipping errors spins forever.
+        for (body, severity) in [
+            (&b""[..], None),
+            (b"1", None),
+            (b"SFATAL\0", Some("FATAL")),
+            (b"SFATAL", None),
+            (b"Sx\0C", Some("x")),
+            (b"erver_version\x0015.8\0", None),
+        ] {
+            let fields = Fields::new(body);
+            let items: Vec<_> = fields.iter().take(100).collect();
+            assert!(items.len() <= 3, "{body:?} gave {items:?}");
+            assert_eq!(items.iter().filter(|i| i.is_err()).count(), 1, "{body:?}");
+            assert!(items.last().is_some_and(Result::is_err), "{body:?}");
+            assert_eq!(fields.severity(), severity, "{body:?}");
+        }
+        let names = NameList(b"SCRAM-SHA-256\0SCRAM");
+        let items: Vec<_> = names.iter().take(100).collect();
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0], Ok("SCRAM-SHA-256"));
+        assert!(items[1].is_err());
     }
 
     #[test]

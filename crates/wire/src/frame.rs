@@ -179,6 +179,43 @@ mod tests {
         assert_eq!(d.decode(&mut buf), Err(WireError::LengthTooSmall(-1)));
     }
 
+    /// A peer declaring a large frame and sending it one byte at a time costs linear work:
+    /// the buffer is reserved once for the declared length and never regrown or copied per
+    /// byte, even while an earlier frame still shares the allocation (as when the relay holds
+    /// it). Counted in reallocations and bytes they copied, not in time, so it is exact.
+    #[test]
+    fn large_frame_fed_byte_by_byte_is_linear() {
+        const LEN: usize = 8 * 1024 * 1024;
+        let mut stream = b"S\0\0\0\x04d".to_vec();
+        stream.extend_from_slice(&i32::try_from(LEN - 1).unwrap().to_be_bytes());
+        stream.resize(5 + LEN, b'x');
+        let d = FrameDecoder::default();
+        let mut buf = BytesMut::new();
+        let (mut frames, mut moves, mut copied) = (Vec::new(), 0, 0);
+        for byte in &stream {
+            let before = (buf.as_ptr(), buf.len());
+            buf.extend_from_slice(std::slice::from_ref(byte));
+            if buf.as_ptr() != before.0 {
+                moves += 1;
+                copied += before.1;
+            }
+            let before = buf.as_ptr();
+            match d.decode(&mut buf).unwrap() {
+                Some(f) => frames.push(f),
+                None if buf.as_ptr() != before => {
+                    moves += 1;
+                    copied += buf.len();
+                }
+                None => {}
+            }
+        }
+        assert_eq!(frames.iter().map(Frame::len).collect::<Vec<_>>(), [5, LEN]);
+        assert!(buf.is_empty());
+        // The first bytes land in small allocations; then one reserve for the whole frame.
+        assert!(moves <= 4, "{moves} reallocations");
+        assert!(copied <= 64, "{copied} bytes copied by reallocations");
+    }
+
     #[test]
     fn untagged_packets() {
         let mut buf = BytesMut::from(&b"\0\0\0\x08\x04\xd2\x16\x2fextra"[..]);
