@@ -41,9 +41,13 @@ mod numeric;
 mod plan;
 mod rewrite;
 mod scan;
+mod spill;
+mod spill_file;
 mod value;
 mod variance;
 
 pub use error::MergeError;
 pub use merger::{Drained, MergeOptions, Merger, TextOrder};
 pub use plan::MergePlan;
+pub use spill::{MemStore, SpillFile, SpillStore};
+pub use spill_file::DirStore;

@@ -501,7 +501,10 @@ impl<'a> ShardedSession<'a> {
             memory_budget: self.app.config().limits.merge_memory_budget as usize,
             text_order,
         };
-        let merger = merge::Merger::new(&plan, targets.len(), options);
+        let mut merger = merge::Merger::new(&plan, targets.len(), options);
+        if let Some(dir) = self.app.config().limits.merge_spill_path() {
+            merger.set_spill(Box::new(merge::DirStore::new(&dir)));
+        }
         self.next_merge = Some(fanout::Merge::new(merger, targets.len(), drop_description));
         Ok(Some(plan.shard_sql().to_owned()))
     }
