@@ -32,6 +32,7 @@
 mod accum;
 mod agg;
 mod binary;
+mod colocate;
 mod error;
 mod having;
 mod lex;
@@ -46,6 +47,7 @@ mod spill_file;
 mod value;
 mod variance;
 
+pub use colocate::{Placement, ShardedTable};
 pub use error::MergeError;
 pub use merger::{Drained, MergeOptions, Merger, TextOrder};
 pub use plan::MergePlan;

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use super::output::{Output, Sorter};
-use super::rows::{merged_sort_keys, text_cell, Row, ROW_BYTES};
+use super::output::{self, Output, Sorter};
+use super::rows::{merged_sort_keys, text_cell, Row};
 use super::{Group, Merger, TextOrder};
 use crate::accum::ACC_BYTES;
 use crate::binary;
@@ -38,6 +38,27 @@ pub(super) struct Overflow {
 /// than three quarters: the last quarter is the output sorter's.
 fn group_limit(budget: usize, level: u32) -> usize {
     budget / 4 * 3 - ((budget / 4) >> level.min(31))
+}
+
+/// Bytes the allocator adds to each allocation, roughly.
+pub(super) const MALLOC_BYTES: usize = 16;
+
+/// A copy of a row's cells in one buffer of their own: the cells the shard sent are slices
+/// of the connection's read buffer, which a group kept for the whole merge would hold alive.
+fn compact(cells: &[Option<Bytes>]) -> Vec<Option<Bytes>> {
+    let mut buf = bytes::BytesMut::with_capacity(cells.iter().flatten().map(Bytes::len).sum());
+    let spans: Vec<Option<(usize, usize)>> = cells
+        .iter()
+        .map(|c| {
+            c.as_ref().map(|b| {
+                let at = buf.len();
+                buf.extend_from_slice(b);
+                (at, buf.len())
+            })
+        })
+        .collect();
+    let buf = buf.freeze();
+    spans.into_iter().map(|s| s.map(|(a, b)| buf.slice(a..b))).collect()
 }
 
 /// One pending partition: its set-aside groups, their bytes, its rows and its level.
@@ -91,9 +112,14 @@ impl Merger {
         let group = match self.groups.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
-                added += e.key().len() + ROW_BYTES + cells.iter().flatten().map(Bytes::len).sum::<usize>();
+                // What the map, the key, the row copy and the accumulators really take,
+                // allocator headers and the table's slack included.
+                added += 2 * size_of::<(Vec<u8>, Group)>() + 4 * MALLOC_BYTES + e.key().len();
+                added += cells.len() * size_of::<Option<Bytes>>()
+                    + cells.iter().flatten().map(Bytes::len).sum::<usize>();
+                added += self.templates.len() * size_of::<Option<crate::accum::Acc>>();
                 added += self.templates.iter().flatten().count() * ACC_BYTES;
-                e.insert(Group { first: cells.clone(), accs: self.templates.clone(), size: 0 })
+                e.insert(Group { first: compact(&cells), accs: self.templates.clone(), size: 0 })
             }
         };
         for (j, acc) in group.accs.iter_mut().enumerate() {
@@ -213,7 +239,7 @@ impl Merger {
         }
         let keys = merged_sort_keys(layout, &texts, false)?;
         let sort_texts: Vec<Option<Bytes>> = layout.sort.iter().map(|&(c, _, _)| texts[c].clone()).collect();
-        let size = ROW_BYTES + cells.iter().chain(&sort_texts).flatten().map(Bytes::len).sum::<usize>();
+        let size = output::row_bytes(&cells, &keys, &sort_texts);
         Ok(Some((Row { body: None, cells, keys, size }, sort_texts)))
     }
 }

@@ -6,10 +6,11 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use super::grouping::MALLOC_BYTES;
 use super::rows::{compare_rows, Layout, Row};
 use crate::error::MergeError;
 use crate::spill::{self, io_error, SpillFile, SpillStore};
-use crate::value;
+use crate::value::{self, Value};
 
 /// Collects finished rows (with the text of their sort keys, to read the keys back from a
 /// run) until [`Sorter::finish`].
@@ -70,6 +71,17 @@ impl Sorter {
         }
         Ok(Output::Runs { heads, memory })
     }
+}
+
+/// What a finished row held by the sorter takes: the row, its cells and keys, the texts of
+/// its sort keys, their buffers, allocator headers and the vector's slack.
+pub(super) fn row_bytes(cells: &[Option<Bytes>], keys: &[Option<Value>], texts: &[Option<Bytes>]) -> usize {
+    let each = size_of::<Option<Bytes>>();
+    2 * size_of::<(Row, Vec<Option<Bytes>>)>()
+        + (cells.len() + texts.len()) * each
+        + size_of_val(keys)
+        + 3 * MALLOC_BYTES
+        + cells.iter().chain(texts).flatten().map(|b| b.len() + 2 * MALLOC_BYTES).sum::<usize>()
 }
 
 /// Finished rows, handed out in order.

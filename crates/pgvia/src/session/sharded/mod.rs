@@ -492,7 +492,9 @@ impl<'a> ShardedSession<'a> {
     ) -> Result<Option<String>, (&'static str, String)> {
         let text = std::str::from_utf8(sql)
             .map_err(|_| ("0A000", "a cross-shard query must be valid UTF-8 to be merged".to_owned()))?;
-        let plan = merge::MergePlan::for_select(text).map_err(|e| (e.sqlstate(), e.to_string()))?;
+        let placement = sharding::merge_placement(&self.rules);
+        let plan = merge::MergePlan::for_select_placed(text, &placement)
+            .map_err(|e| (e.sqlstate(), e.to_string()))?;
         if plan.is_plain() {
             return Ok(None);
         }
