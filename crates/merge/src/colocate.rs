@@ -163,7 +163,11 @@ impl Cx<'_> {
                     }) {
                         Some(t) => Rel::Local { class: t.colocation.clone(), key: Some(t.column.clone()) },
                         None if self.p.others_everywhere => Rel::Everywhere,
-                        None => return Err(refuse("subquery or window over a table of unknown placement")),
+                        None => {
+                            return Err(refuse(
+                                "CTE, subquery or window function over a table whose placement is unknown",
+                            ))
+                        }
                     },
                 };
                 out.push(Named { names, rel });
