@@ -62,7 +62,12 @@ struct Named {
 struct Cx<'p> {
     p: &'p Placement,
     ctes: Vec<(String, Rel)>,
+    /// Subqueries being looked into, to bound the recursion.
+    depth: u32,
 }
+
+/// Deeper nests of subqueries than this are refused instead of risking the stack.
+const MAX_NESTING: u32 = 16;
 
 fn refuse(what: &str) -> MergeError {
     MergeError::unsupported(what.to_string())
@@ -87,7 +92,7 @@ pub(crate) fn check(s: &SelectStmt, p: &Placement) -> Result<bool, MergeError> {
     {
         return Ok(false);
     }
-    let mut cx = Cx { p, ctes: Vec::new() };
+    let mut cx = Cx { p, ctes: Vec::new(), depth: 0 };
     let outer = cx.scope(s)?;
     let locals: Vec<&Named> = outer.iter().filter(|n| matches!(n.rel, Rel::Local { .. })).collect();
     if !windows.is_empty() || !s.window_clause().is_empty() {
@@ -191,8 +196,23 @@ impl Cx<'_> {
         Ok(())
     }
 
+    /// Runs `f` one subquery deeper; past [`MAX_NESTING`] the statement is refused.
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, MergeError>) -> Result<T, MergeError> {
+        if self.depth >= MAX_NESTING {
+            return Err(refuse("subqueries nested too deeply across shards"));
+        }
+        self.depth += 1;
+        let result = f(self);
+        self.depth -= 1;
+        result
+    }
+
     /// Whether `q` (and everything in it) reads only tables that are on every shard.
     fn everywhere(&mut self, q: &SelectStmt) -> Result<bool, MergeError> {
+        self.nested(|cx| cx.everywhere_in(q))
+    }
+
+    fn everywhere_in(&mut self, q: &SelectStmt) -> Result<bool, MergeError> {
         let depth = self.ctes.len();
         let result = (|| {
             if q.op != SetOperation::SETOP_NONE {
@@ -220,6 +240,10 @@ impl Cx<'_> {
 
     /// A CTE's or derived table's placement, or the reason it is refused.
     fn derived(&mut self, q: &SelectStmt) -> Result<Rel, MergeError> {
+        self.nested(|cx| cx.derived_in(q))
+    }
+
+    fn derived_in(&mut self, q: &SelectStmt) -> Result<Rel, MergeError> {
         if self.everywhere(q)? {
             return Ok(Rel::Everywhere);
         }
@@ -273,6 +297,10 @@ impl Cx<'_> {
 
     /// A subquery in an expression of a scope whose sharded relations are `outer`.
     fn subquery(&mut self, sub: &SelectStmt, outer: &[&Named]) -> Result<(), MergeError> {
+        self.nested(|cx| cx.subquery_in(sub, outer))
+    }
+
+    fn subquery_in(&mut self, sub: &SelectStmt, outer: &[&Named]) -> Result<(), MergeError> {
         if self.everywhere(sub)? {
             return Ok(());
         }
@@ -475,4 +503,48 @@ fn joined_on_keys(s: &SelectStmt, locals: &[&Named]) -> Result<(), MergeError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MergePlan;
+
+    fn placement() -> Placement {
+        let t = ShardedTable { schema: None, name: "t".into(), column: "id".into(), colocation: "a".into() };
+        let u = ShardedTable { schema: None, name: "u".into(), column: "id".into(), colocation: "b".into() };
+        Placement { sharded: vec![t, u], others_everywhere: true }
+    }
+
+    fn sqlstate(sql: &str) -> &'static str {
+        match MergePlan::for_select_placed(sql, &placement()) {
+            Ok(_) => "ok",
+            Err(e) => e.sqlstate(),
+        }
+    }
+
+    #[test]
+    fn colocation_classes_and_keys_decide() {
+        assert_eq!(sqlstate("SELECT id, sum(x) OVER (PARTITION BY id) FROM t ORDER BY id"), "ok");
+        assert_eq!(sqlstate("SELECT id, sum(x) OVER (PARTITION BY t.id, x) FROM t ORDER BY id"), "ok");
+        assert_eq!(sqlstate("SELECT id, sum(x) OVER (PARTITION BY x) FROM t ORDER BY id"), "0A000");
+        // Same key name, other sharding function: not co-located.
+        assert_eq!(
+            sqlstate("SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.id = t.id) ORDER BY id"),
+            "0A000"
+        );
+        assert_eq!(sqlstate("SELECT count(*) FROM t JOIN u ON u.id = t.id WHERE t.x IN (SELECT 1)"), "0A000");
+        assert_eq!(sqlstate("SELECT id FROM t WHERE x IN (SELECT k FROM kinds) ORDER BY id"), "ok");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_quickly() {
+        let mut sql = "SELECT id FROM t".to_string();
+        for i in 0..60 {
+            sql = format!("SELECT * FROM ({sql}) x{i}");
+        }
+        let start = std::time::Instant::now();
+        assert_eq!(sqlstate(&sql), "0A000");
+        assert!(start.elapsed() < std::time::Duration::from_secs(2), "{:?}", start.elapsed());
+    }
 }
