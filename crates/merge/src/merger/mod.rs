@@ -6,7 +6,9 @@
 //! come), DISTINCT keeps a set of the keys seen (or, under a DISTINCT ON order, only the
 //! last key), OFFSET/LIMIT count after the merge. With aggregates, groups accumulate in a
 //! map until every shard is done, then HAVING, ORDER BY and LIMIT apply. All buffered state
-//! counts against the memory budget.
+//! counts against the memory budget; past it, with a spill store, grouping and DISTINCT
+//! partition to spill files and the sort after grouping writes sorted runs (`grouping.rs`,
+//! `emit.rs`, `output.rs`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
