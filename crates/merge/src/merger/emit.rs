@@ -24,9 +24,10 @@ pub(super) struct DistinctSpill {
     files: Vec<Box<dyn SpillFile>>,
 }
 
-/// Bytes of DISTINCT keys held before spilling: half the budget, a little more per level.
+/// Bytes of DISTINCT keys held before spilling: a quarter of the budget, a little more per
+/// level, never half.
 fn distinct_limit(budget: usize, level: u32) -> usize {
-    budget / 4 * 3 - ((budget / 4) >> level.min(31))
+    budget / 2 - ((budget / 4) >> level.min(31))
 }
 
 impl Merger {

@@ -33,11 +33,12 @@ pub(super) struct Overflow {
     files: Vec<Box<dyn SpillFile>>,
 }
 
-/// Bytes the groups may hold at `level` before they partition: half the budget at first, a
-/// little more per level (the set-aside groups of upper levels are still held), never more
-/// than three quarters: the last quarter is the output sorter's.
+/// Bytes the groups may hold at `level` before they partition: a quarter of the budget at
+/// first, a little more per level (the set-aside groups of upper levels are still held),
+/// never half: the estimates run below what the allocator really holds, and the output
+/// sorter has its own quarter.
 fn group_limit(budget: usize, level: u32) -> usize {
-    budget / 4 * 3 - ((budget / 4) >> level.min(31))
+    budget / 2 - ((budget / 4) >> level.min(31))
 }
 
 /// Bytes the allocator adds to each allocation, roughly.
