@@ -228,6 +228,7 @@ impl Cx<'_> {
             let (mut subs, mut windows) = (Vec::new(), Vec::new());
             collect(q, &mut subs, &mut windows)?;
             for sub in subs {
+                own_aggregates(sub)?;
                 if !self.everywhere(sub)? {
                     return Ok(false);
                 }
@@ -297,6 +298,7 @@ impl Cx<'_> {
 
     /// A subquery in an expression of a scope whose sharded relations are `outer`.
     fn subquery(&mut self, sub: &SelectStmt, outer: &[&Named]) -> Result<(), MergeError> {
+        own_aggregates(sub)?;
         self.nested(|cx| cx.subquery_in(sub, outer))
     }
 
@@ -335,11 +337,71 @@ impl Cx<'_> {
         let (mut subs, mut windows) = (Vec::new(), Vec::new());
         collect(sub, &mut subs, &mut windows)?;
         for inner in subs {
+            own_aggregates(inner)?;
             if !self.everywhere(inner)? {
                 return Err(refuse(NOT_COLOCATED));
             }
         }
         Ok(())
+    }
+}
+
+/// An aggregate in a subquery belongs to the outer query when its columns are all the outer
+/// query's (`SELECT (SELECT sum(t.x) FROM kinds LIMIT 1) FROM t` sums `t`); pushed down, it
+/// would be one sum per shard. Without the catalog an unqualified column cannot be placed, so
+/// the aggregates of a pushed-down subquery must qualify their columns with its own relations.
+fn own_aggregates(sub: &SelectStmt) -> Result<(), MergeError> {
+    const WHY: &str = "aggregate in a subquery over columns not qualified by the subquery's own tables (an outer query's aggregate would be computed per shard)";
+    let mut names = Vec::new();
+    fn names_of(n: Node<'_>, out: &mut Vec<String>) {
+        match n {
+            Node::RangeVar(r) => {
+                out.extend(r.alias().and_then(|a| a.aliasname()).or(r.relname()).map(str::to_owned))
+            }
+            Node::RangeSubselect(r) => out.extend(r.alias().and_then(|a| a.aliasname()).map(str::to_owned)),
+            Node::RangeFunction(r) => out.extend(r.alias().and_then(|a| a.aliasname()).map(str::to_owned)),
+            Node::JoinExpr(j) => {
+                names_of(j.larg(), out);
+                names_of(j.rarg(), out);
+            }
+            _ => {}
+        }
+    }
+    for f in sub.from_clause() {
+        names_of(f, &mut names);
+    }
+    let mut roots: Vec<Node<'_>> = sub.target_list().iter().map(|t| t.val()).collect();
+    roots.extend([sub.where_clause(), sub.having_clause()]);
+    roots.extend(sub.sort_clause().iter().map(|sb| sb.node()));
+    let mut own = true;
+    for root in roots {
+        scan::walk(root, 0, &mut |n| {
+            let Node::FuncCall(f) = n else { return Ok(true) };
+            if f.over().is_some() || crate::agg::aggregate_name(f).is_none() {
+                return Ok(true);
+            }
+            let mut args: Vec<Node<'_>> = f.args().iter().collect();
+            args.extend(f.agg_order().iter().map(|sb| sb.node()));
+            args.push(f.agg_filter());
+            for arg in args {
+                scan::walk(arg, 0, &mut |c| {
+                    if let Node::ColumnRef(c) = c {
+                        let fields: Vec<Option<&str>> = c.fields().iter().map(|f| f.as_str()).collect();
+                        own &= match fields.as_slice() {
+                            [.., Some(rel), _] => names.iter().any(|n| n == rel),
+                            _ => false,
+                        };
+                    }
+                    Ok(true)
+                })?;
+            }
+            Ok(false)
+        })?;
+    }
+    if own {
+        Ok(())
+    } else {
+        Err(refuse(WHY))
     }
 }
 

@@ -240,10 +240,10 @@ fn corpus() -> Vec<(String, Compare)> {
     add("SELECT id, (SELECT label FROM kinds WHERE kinds.g = t.g) FROM t ORDER BY id", Ordered);
     add("SELECT count(*) FROM t WHERE g IN (SELECT g FROM kinds WHERE label LIKE 't%')", Ordered);
     add("SELECT g, count(*) FROM t WHERE EXISTS (SELECT 1 FROM kinds WHERE kinds.g = t.g) GROUP BY g ORDER BY g", Ordered);
-    add("SELECT id, (SELECT sum(x) FROM w WHERE w.id = t.id) FROM t ORDER BY id LIMIT 50", Ordered);
+    add("SELECT id, (SELECT sum(w.x) FROM w WHERE w.id = t.id) FROM t ORDER BY id LIMIT 50", Ordered);
     add("SELECT count(*) FROM t WHERE EXISTS (SELECT 1 FROM w WHERE w.id = t.id AND w.x > 1000)", Ordered);
     add("SELECT g, sum((SELECT count(*) FROM w WHERE w.id = t.id)) FROM t GROUP BY g ORDER BY g", Ordered);
-    add("SELECT id FROM t WHERE k > (SELECT avg(x) FROM w WHERE t.id = w.id) ORDER BY id", Ordered);
+    add("SELECT id FROM t WHERE k > (SELECT avg(w.x) FROM w WHERE t.id = w.id) ORDER BY id", Ordered);
     add(
         "SELECT id, g FROM t WHERE NOT EXISTS (SELECT 1 FROM w WHERE w.id = t.id) ORDER BY id DESC LIMIT 25",
         Ordered,
@@ -474,6 +474,8 @@ const REFUSED: &[&str] = &[
     "SELECT count(*) FROM t JOIN (SELECT id, x FROM w) v ON v.x = t.id",
     "SELECT count(*) FROM (SELECT DISTINCT x FROM w) v",
     "SELECT t.id FROM t, LATERAL (SELECT x FROM w WHERE w.id = t.id) l",
+    "SELECT (SELECT sum(t.k) FROM kinds LIMIT 1) FROM t",
+    "SELECT id, (SELECT sum(x) FROM w WHERE w.id = t.id) FROM t ORDER BY id",
     "WITH RECURSIVE r AS (SELECT id FROM t UNION SELECT id + 1 FROM r WHERE id < 3) SELECT count(*) FROM r",
     "SELECT stddev(DISTINCT k) FROM t",
     "SELECT string_agg(s, s ORDER BY s) FROM t",
