@@ -28,6 +28,19 @@ pub struct CancelTarget {
     pub secret: Bytes,
     /// The server connection's count of cancels under way.
     pub in_flight: Arc<CancelsInFlight>,
+    /// The other servers running the same request (the shards of a cross-shard exchange):
+    /// a cancel goes to all of them, as the client's one query runs on all of them.
+    pub also: Vec<CancelTarget>,
+}
+
+impl CancelTarget {
+    fn all(&self) -> impl Iterator<Item = &CancelTarget> {
+        std::iter::once(self).chain(self.also.iter())
+    }
+
+    fn begin_all(&self) -> Vec<InFlightGuard> {
+        self.all().map(|t| t.in_flight.begin()).collect()
+    }
 }
 
 /// Cancels sent to one server connection and not yet acted on by PostgreSQL. A server with a
@@ -176,19 +189,19 @@ impl CancelRegistry {
         // Counted in flight before the target is confirmed: a session giving its server back
         // clears the slot and then waits for the count, so either it sees this cancel and
         // waits, or this cancel sees the cleared slot and is dropped. Both sides use SeqCst.
-        let guard = target.in_flight.begin();
+        let guards = target.begin_all();
         let still = slot.target.load();
         if !still.as_ref().is_some_and(|t| Arc::ptr_eq(t, &target)) {
             return None;
         }
-        Some(ArmedCancel { target, _in_flight: guard })
+        Some(ArmedCancel { target, _in_flight: guards })
     }
 }
 
 /// A cancel whose target was confirmed while it was already counted in flight.
 pub struct ArmedCancel {
     pub target: Arc<CancelTarget>,
-    _in_flight: InFlightGuard,
+    _in_flight: Vec<InFlightGuard>,
 }
 
 impl ArmedCancel {
@@ -196,13 +209,22 @@ impl ArmedCancel {
     /// holds: no give-back can race with it, so it is counted in flight from here on.
     pub fn for_held_server(target: CancelTarget) -> ArmedCancel {
         let target = Arc::new(target);
-        let guard = target.in_flight.begin();
-        ArmedCancel { target, _in_flight: guard }
+        let guards = target.begin_all();
+        ArmedCancel { target, _in_flight: guards }
     }
 }
 
+/// Sends the cancel to its server (and, for a cross-shard request, to every shard's at once);
+/// the first failure is returned after all were tried.
 pub async fn forward(cancel: ArmedCancel, timeout: Duration) -> std::io::Result<()> {
-    let target = &cancel.target;
+    if cancel.target.also.is_empty() {
+        return forward_one(&cancel.target, timeout).await;
+    }
+    let sent = futures_util::future::join_all(cancel.target.all().map(|t| forward_one(t, timeout))).await;
+    sent.into_iter().collect()
+}
+
+async fn forward_one(target: &CancelTarget, timeout: Duration) -> std::io::Result<()> {
     let mut out = BytesMut::with_capacity(16);
     wire::build::cancel_request(&mut out, target.process_id, &target.secret);
     // Sent in the clear, as libpq does: a cancel carries no password and PostgreSQL takes it
@@ -240,6 +262,7 @@ mod tests {
             process_id: 42,
             secret: Bytes::from_static(b"abcd"),
             in_flight: Arc::default(),
+            also: Vec::new(),
         };
         assert!(reg.lookup(key.process_id, &key.secret).is_none(), "no server yet");
         key.slot.set(Some(target.clone()));
@@ -263,6 +286,7 @@ mod tests {
             process_id: pid,
             secret: Bytes::from_static(b"abcd"),
             in_flight: Arc::default(),
+            also: Vec::new(),
         };
         a.slot.set(Some(target(1)));
         b.slot.set(Some(target(2)));
@@ -284,6 +308,7 @@ mod tests {
             process_id: 7,
             secret: Bytes::from_static(b"abcd"),
             in_flight: Arc::default(),
+            also: Vec::new(),
         }));
         assert!(reg.lookup(key.process_id, &key.secret).is_some());
         assert!(reg.lookup(key.process_id, &key.secret[..4]).is_none(), "a prefix is not the key");

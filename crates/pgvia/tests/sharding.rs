@@ -270,11 +270,6 @@ async fn multi_shard_transactions_are_all_or_nothing() {
     let count = |ids: &'static str| format!("SELECT id FROM items WHERE id IN ({ids})");
 
     // Committed on several shards with two-phase commit.
-    via.batch_execute(
-        "BEGIN; INSERT INTO items (id, name) VALUES (1, 'a'); INSERT INTO items (id, name) VALUES (2, 'b');",
-    )
-    .await
-    .ok();
     via.batch_execute("BEGIN").await.expect("begin");
     for id in [10i64, 11, 12, 13, 14, 15] {
         via.execute("INSERT INTO items (id, name) VALUES ($1, 'tx')", &[&id]).await.expect("insert in tx");
@@ -463,5 +458,58 @@ async fn fifty_driver_clients_with_keys_in_bind_parameters() {
     let text: Vec<&str> = route.rows.iter().map(|r| r[0].as_str()).collect();
     assert!(text[0].starts_with("statement 1: shards {"), "{text:?}");
     assert!(text.iter().any(|l| l.contains("condition on key id")), "{text:?}");
+    proxy.stop().await;
+}
+
+/// A client's cancel stops its query on every shard it runs on, not only the first; the
+/// session goes on, and no shard's backend is left running it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_reaches_every_shard_of_a_cross_shard_query() {
+    let c = start_clusters();
+    let proxy = TestProxy::start_toml(&sharded_config(&c)).await;
+    let via = proxy.connect(USER, PASSWORD, DB).await;
+    // Forty keys land on all four shards.
+    let values: Vec<String> = (1..=40).map(|id| format!("({id}, 'sleepy')")).collect();
+    via.batch_execute(&format!("INSERT INTO items (id, name) VALUES {}", values.join(", ")))
+        .await
+        .expect("rows on every shard");
+    let token = via.cancel_token();
+    let started = std::time::Instant::now();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+        token.cancel_query(tokio_postgres::NoTls).await.expect("cancel sent");
+    });
+    let err = via
+        .simple_query("SELECT id, pg_sleep(30) FROM items WHERE name = 'sleepy'")
+        .await
+        .expect_err("cancelled");
+    canceller.await.expect("canceller");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("57014"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the query ran on: {:?}",
+        started.elapsed()
+    );
+    let rows = via.simple_query("SELECT 1").await.expect("the session goes on");
+    assert!(!rows.is_empty());
+    for (i, shard) in c.shards.iter().enumerate() {
+        let client = direct(shard).await;
+        let mut left = -1i64;
+        for _ in 0..50 {
+            left = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(30)%' AND state = 'active' AND pid <> pg_backend_pid()",
+                    &[],
+                )
+                .await
+                .expect("activity")
+                .get(0);
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(left, 0, "shard {i} still runs the cancelled query");
+    }
     proxy.stop().await;
 }

@@ -86,16 +86,40 @@ impl Analyzer {
     /// it is, as by [`Analyzer::analyze`]. `scratch` is the caller's buffer for the shape, so
     /// a hit does not allocate.
     pub fn analyze_query(&self, sql: &str, scratch: &mut String) -> Arc<Analysis> {
-        if let Some(shared) = self.shape_of(sql, scratch) {
+        if let Some(shared) = self.shape_of(sql, scratch, None) {
             self.counters.add(Counter::ShapeHit);
             return shared;
         }
         self.analyze(sql, &[])
     }
 
-    fn shape_of(&self, sql: &str, scratch: &mut String) -> Option<Arc<Analysis>> {
+    /// [`Analyzer::analyze_query`], and whether the analysis is the shape's rather than the
+    /// text's own: then its `$k` is the text's constant at `constants[k - 1]` (filled in the
+    /// same pass that finds the shape, as [`constants`](crate::constants) would), and its
+    /// locations are in the shape's text.
+    pub fn analyze_query_shaped(
+        &self,
+        sql: &str,
+        scratch: &mut String,
+        constants: &mut Vec<std::ops::Range<usize>>,
+    ) -> (Arc<Analysis>, bool) {
+        if let Some(shared) = self.shape_of(sql, scratch, Some(constants)) {
+            self.counters.add(Counter::ShapeHit);
+            return (shared, true);
+        }
+        constants.clear();
+        (self.analyze(sql, &[]), false)
+    }
+
+    fn shape_of(
+        &self,
+        sql: &str,
+        scratch: &mut String,
+        constants: Option<&mut Vec<std::ops::Range<usize>>>,
+    ) -> Option<Arc<Analysis>> {
         let cache = self.cache.as_ref()?;
-        if sql.len() > self.options.max_query_length || shape::normalize(sql, scratch) == 0 {
+        if sql.len() > self.options.max_query_length || shape::normalize_noting(sql, scratch, constants) == 0
+        {
             return None;
         }
         let key = KeyRef::new(scratch, &SHAPE_KEY);

@@ -19,10 +19,23 @@ use std::ops::Range;
 
 use crate::lex::{dollar_tag_end, find, skip_block_comment, skip_quoted_identifier, skip_string};
 
-/// Writes the shape of `sql` into `out` (cleared first) and returns how many constants it
-/// replaced; 0 when there were none or the text is not one to normalise.
+#[cfg(test)]
 pub(crate) fn normalize(sql: &str, out: &mut String) -> usize {
+    normalize_noting(sql, out, None)
+}
+
+/// Writes the shape of `sql` into `out` (cleared first) and returns how many constants it
+/// replaced; 0 when there were none or the text is not one to normalise. With `ranges`,
+/// notes where each constant was (cleared first; empty when 0 is returned), in the same pass.
+pub(crate) fn normalize_noting(
+    sql: &str,
+    out: &mut String,
+    mut ranges: Option<&mut Vec<Range<usize>>>,
+) -> usize {
     out.clear();
+    if let Some(r) = ranges.as_deref_mut() {
+        r.clear();
+    }
     let mut copied = 0;
     let mut count = 0;
     let scanned = scan(sql, |range| {
@@ -31,9 +44,15 @@ pub(crate) fn normalize(sql: &str, out: &mut String) -> usize {
         out.push('$');
         push_number(out, count);
         copied = range.end;
+        if let Some(r) = ranges.as_deref_mut() {
+            r.push(range);
+        }
     });
     if scanned.is_none() || count == 0 {
         out.clear();
+        if let Some(r) = ranges {
+            r.clear();
+        }
         return 0;
     }
     out.push_str(&sql[copied..]);

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::backend::{tag, BackendMessage};
 use wire::{build, FrameDecoder};
 
@@ -326,21 +326,21 @@ impl ServerConn {
                 Ok(None) => {}
                 Err(e) => return Poll::Ready(Err(e.into())),
             }
-            // Read through a stack buffer: filling `read_buf`'s spare room in place needs
-            // `unsafe` (`advance_mut`), and this path is not the single-server fast path.
-            let mut tmp = [0u8; 16 * 1024];
-            let mut rb = tokio::io::ReadBuf::new(&mut tmp);
-            match std::pin::Pin::new(&mut self.stream).poll_read(cx, &mut rb) {
+            // Straight into `read_buf`'s spare room: no stack buffer to zero and copy from on
+            // every poll (the sharded session reads every shard's replies through here).
+            relay_room(&mut self.read_buf);
+            match tokio_util::io::poll_read_buf(std::pin::Pin::new(&mut self.stream), cx, &mut self.read_buf)
+            {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(e)) => {
                     self.mark_broken();
                     return Poll::Ready(Err(e.into()));
                 }
-                Poll::Ready(Ok(())) if rb.filled().is_empty() => {
+                Poll::Ready(Ok(0)) => {
                     self.mark_broken();
                     return Poll::Ready(Err(ServerError::Closed));
                 }
-                Poll::Ready(Ok(())) => self.read_buf.extend_from_slice(rb.filled()),
+                Poll::Ready(Ok(_)) => {}
             }
         }
     }
@@ -509,6 +509,7 @@ impl ServerConn {
             process_id: self.key.process_id,
             secret: self.key.secret.clone(),
             in_flight: self.cancels.clone(),
+            also: Vec::new(),
         }
     }
 

@@ -23,8 +23,12 @@ pub struct QueryMemo {
     text: Vec<u8>,
     /// Its analysis; `None` until the first query.
     analysis: Option<Arc<Analysis>>,
+    /// Whether `analysis` is the text's shape's (see `route::Analyzer::analyze_query_shaped`).
+    shaped: bool,
     /// Where the analyzer writes a text's shape; reused like `text`.
     shape: String,
+    /// Where the constants of a shaped text are (its `$k` is `constants[k - 1]`); reused.
+    constants: Vec<std::ops::Range<usize>>,
 }
 
 /// Texts longer than this are neither kept nor shaped: the buffers would keep their size for
@@ -35,23 +39,43 @@ const MAX_TEXT: usize = 4 * 1024;
 impl QueryMemo {
     /// The analysis of a simple query's text (no parameter types).
     pub fn analyze(&mut self, analyzer: &Analyzer, sql: &[u8]) -> Arc<Analysis> {
-        if let Some(analysis) = &self.analysis {
-            if self.text == sql {
-                return analysis.clone();
-            }
+        self.analyze_shaped(analyzer, sql).0
+    }
+
+    /// [`QueryMemo::analyze`], and the ranges of the text's constants when the analysis is
+    /// the text's shape's (its `$k` is the constant at `ranges[k - 1]`, and its locations
+    /// are not the text's); `None` when it is the text's own.
+    pub fn analyze_shaped(
+        &mut self,
+        analyzer: &Analyzer,
+        sql: &[u8],
+    ) -> (Arc<Analysis>, Option<&[std::ops::Range<usize>]>) {
+        let hit = self.analysis.is_some() && self.text == sql;
+        if !hit {
+            let text = match std::str::from_utf8(sql) {
+                Ok(text) if sql.len() <= MAX_TEXT => text,
+                _ => {
+                    self.analysis = None;
+                    return (analyzer.analyze_bytes(sql, &[]), None);
+                }
+            };
+            let (analysis, shaped) =
+                analyzer.analyze_query_shaped(text, &mut self.shape, &mut self.constants);
+            self.text.clear();
+            self.text.extend_from_slice(sql);
+            self.analysis = Some(analysis);
+            self.shaped = shaped;
         }
-        let text = match std::str::from_utf8(sql) {
-            Ok(text) if sql.len() <= MAX_TEXT => text,
-            _ => {
-                self.analysis = None;
-                return analyzer.analyze_bytes(sql, &[]);
-            }
+        let analysis = match &self.analysis {
+            Some(a) => a.clone(),
+            None => return (analyzer.analyze_bytes(sql, &[]), None),
         };
-        let analysis = analyzer.analyze_query(text, &mut self.shape);
-        self.text.clear();
-        self.text.extend_from_slice(sql);
-        self.analysis = Some(analysis.clone());
-        analysis
+        (analysis, self.constants())
+    }
+
+    /// The ranges of the last text's constants, when its analysis is its shape's.
+    pub fn constants(&self) -> Option<&[std::ops::Range<usize>]> {
+        (self.analysis.is_some() && self.shaped).then_some(self.constants.as_slice())
     }
 }
 
@@ -82,5 +106,20 @@ mod tests {
         let a = memo.analyze(&analyzer, b"SET application_name = 'caf\xe9'");
         assert!(a.is_conservative());
         assert!(a.writes());
+    }
+
+    #[test]
+    fn a_shaped_text_reports_its_constants_and_its_own_text_none() {
+        let analyzer = Analyzer::new(route::AnalyzerOptions::default()).unwrap();
+        let mut memo = QueryMemo::default();
+        let sql = "SELECT a FROM t WHERE id = 42 AND name = 'x''y'";
+        let (_, constants) = memo.analyze_shaped(&analyzer, sql.as_bytes());
+        assert_eq!(constants.map(<[_]>::to_vec), Some(route::constants(sql)));
+        // A memo hit gives the same ranges.
+        let (_, again) = memo.analyze_shaped(&analyzer, sql.as_bytes());
+        assert_eq!(again.map(<[_]>::to_vec), Some(route::constants(sql)));
+        // Not a data statement: analysed as it is, no constants to read.
+        let (_, none) = memo.analyze_shaped(&analyzer, b"SET search_path = x");
+        assert!(none.is_none());
     }
 }

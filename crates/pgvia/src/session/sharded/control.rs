@@ -7,6 +7,7 @@ use route::StatementKind;
 use shard::ShardSet;
 use wire::sqlstate::SqlState;
 
+use super::fanout::Combine;
 use super::{ShardedSession, Tx};
 use crate::session::error::SessionError;
 use crate::sharding;
@@ -158,10 +159,7 @@ impl ShardedSession<'_> {
         };
         let rolling_back = kind == StatementKind::RollbackToSavepoint;
         if *failed && !rolling_back {
-            self.refuse(
-                SqlState::IN_FAILED_SQL_TRANSACTION.code(),
-                "current transaction is aborted, commands ignored until end of transaction block",
-            );
+            self.refuse(SqlState::IN_FAILED_SQL_TRANSACTION.code(), super::ABORTED);
             return Ok(());
         }
         let known = savepoints.iter().rposition(|(n, _)| *n == name);
@@ -179,7 +177,8 @@ impl ShardedSession<'_> {
             self.errored = false;
             self.ready();
         } else {
-            self.exchange(participants, super::io::Payload::Same(&frame), &[], false).await?;
+            self.exchange(participants, super::io::Payload::Same(&frame), Combine::Concat, &[], false)
+                .await?;
         }
         if self.errored {
             return Ok(());
@@ -224,7 +223,7 @@ impl ShardedSession<'_> {
                     Err(e) => {
                         let shard = writers.first().unwrap_or(0);
                         self.shard_failed(shard, &e).await;
-                        self.give_back_all();
+                        self.give_back_all().await;
                         return Ok(());
                     }
                 }
@@ -236,7 +235,7 @@ impl ShardedSession<'_> {
             }
         }
         self.ready();
-        self.give_back_all();
+        self.give_back_all().await;
         Ok(())
     }
 
@@ -274,7 +273,7 @@ impl ShardedSession<'_> {
         }
         wire::build::command_complete(&mut self.to_client, "ROLLBACK");
         self.ready();
-        self.give_back_all();
+        self.give_back_all().await;
     }
 
     /// Commits a transaction that wrote on several shards: the readers among `participants`

@@ -8,6 +8,7 @@ use shard::ShardSet;
 use wire::frontend::tag as fe;
 use wire::sqlstate::SqlState;
 
+use super::fanout::Combine;
 use super::ShardedSession;
 use crate::config::TableRule;
 use crate::session::error::SessionError;
@@ -47,7 +48,7 @@ impl ShardedSession<'_> {
                     SqlState::FEATURE_NOT_SUPPORTED.code(),
                     &format!("COPY into {table} must include the sharding key column {}", rule.column),
                 );
-                self.after_refusal();
+                self.after_refusal().await;
                 return Ok(());
             }
             Err(e) => {
@@ -56,7 +57,10 @@ impl ShardedSession<'_> {
             }
         };
         let implicit = matches!(self.tx, super::Tx::Idle);
-        let mut flight = match self.launch(targets, super::io::Payload::Same(&frame), &[], implicit).await {
+        let mut flight = match self
+            .launch(targets, super::io::Payload::Same(&frame), Combine::Concat, &[], implicit)
+            .await
+        {
             Ok(f) => f,
             Err(e) => {
                 self.shard_failed(0, &e).await;
@@ -93,9 +97,9 @@ impl ShardedSession<'_> {
     }
 
     /// After a refusal with servers taken and no transaction: they go back.
-    fn after_refusal(&mut self) {
+    async fn after_refusal(&mut self) {
         if matches!(self.tx, super::Tx::Idle) {
-            self.give_back_all();
+            self.give_back_all().await;
         }
     }
 

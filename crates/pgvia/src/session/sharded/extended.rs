@@ -12,6 +12,7 @@ use shard::ShardSet;
 use wire::frontend::{tag as fe, FrontendMessage, Target as Which};
 use wire::sqlstate::SqlState;
 
+use super::fanout::{Combine, Merge};
 use super::{ClientStatement, ShardedSession, Tx};
 use crate::session::error::SessionError;
 use crate::sharding::{self, Params};
@@ -76,8 +77,7 @@ impl ShardedSession<'_> {
                 Control::Begin => {
                     let mut begin = BytesMut::new();
                     wire::build::query(&mut begin, "BEGIN");
-                    // `begin` writes the tag and ReadyForQuery: strip what answer_control wrote.
-                    self.begin_quietly(begin.freeze());
+                    self.begin(begin.freeze());
                     return Ok(());
                 }
                 Control::Commit => {
@@ -90,11 +90,7 @@ impl ShardedSession<'_> {
                 }
             }
         }
-        if let Tx::Open { failed: true, .. } = self.tx {
-            self.refuse(
-                SqlState::IN_FAILED_SQL_TRANSACTION.code(),
-                "current transaction is aborted, commands ignored until end of transaction block",
-            );
+        if self.refused_in_failed_transaction() {
             return Ok(());
         }
         let executes = frames.iter().filter(|f| f[0] == fe::EXECUTE).count();
@@ -108,7 +104,8 @@ impl ShardedSession<'_> {
         let mut parse_drops = Vec::new();
         let mut needed = ShardSet::EMPTY;
         let mut writes = false;
-        let mut bound_here: Vec<String> = Vec::new();
+        let mut bound = false;
+        let mut merge: Option<Merge> = None;
         let mut replicated = true;
         for (at, frame) in frames.iter().enumerate() {
             let message = match FrontendMessage::parse_body(frame[0], &frame[5..]) {
@@ -168,7 +165,7 @@ impl ShardedSession<'_> {
                     writes |= analysis.writes();
                     needed = needed.union(set);
                     self.portals.insert(b.portal.to_owned(), set);
-                    bound_here.push(b.portal.to_owned());
+                    bound = true;
                     let select = analysis.len() == 1
                         && analysis
                             .statement(0)
@@ -179,7 +176,7 @@ impl ShardedSession<'_> {
                         let described = frames[at + 1..].iter().take_while(|f| f[0] != fe::EXECUTE).any(|f| {
                             matches!(FrontendMessage::parse_body(f[0], &f[5..]), Ok(FrontendMessage::Describe { target: Which::Portal, name }) if name == b.portal)
                         });
-                        if b.result_formats.len() > 1 || self.next_merge.is_some() {
+                        if b.result_formats.len() > 1 || merge.is_some() {
                             self.refuse(
                                 SqlState::FEATURE_NOT_SUPPORTED.code(),
                                 "a cross-shard query that needs merging takes one result format for all columns, and one such query per Sync",
@@ -199,14 +196,12 @@ impl ShardedSession<'_> {
                             })
                             .collect();
                         match self.plan_merge(&sql, set, !described).await {
-                            Ok(Some(rewritten)) => {
-                                if let Some(Err(e)) =
-                                    self.next_merge.as_mut().map(|m| m.bind_params(&bind_values))
-                                {
-                                    self.next_merge = None;
+                            Ok(Some((rewritten, mut m))) => {
+                                if let Err(e) = m.bind_params(&bind_values) {
                                     self.refuse(e.sqlstate(), &e.to_string());
                                     return Ok(());
                                 }
+                                merge = Some(m);
                                 shard_sql = Bytes::from(rewritten.into_bytes());
                                 describe = !described;
                             }
@@ -279,13 +274,16 @@ impl ShardedSession<'_> {
         } else {
             needed
         };
-        self.next_replicated = replicated && !bound_here.is_empty();
-        self.exchange(targets, super::io::Payload::Same(&payload), &parse_drops, writes).await?;
+        let combine = match merge {
+            Some(m) => Combine::Merge(Box::new(m)),
+            None if replicated && bound => Combine::Replicated,
+            None => Combine::Concat,
+        };
+        self.exchange(targets, super::io::Payload::Same(&payload), combine, &parse_drops, writes).await?;
         // Portals end with their transaction.
         if matches!(self.tx, Tx::Idle) {
             self.portals.clear();
         }
-        let _ = bound_here;
         Ok(())
     }
 
@@ -452,12 +450,6 @@ impl ShardedSession<'_> {
                 _ => {}
             }
         }
-    }
-
-    /// A `BEGIN` sent through the extended protocol: opens the transaction and writes its
-    /// CommandComplete and ReadyForQuery.
-    fn begin_quietly(&mut self, begin: Bytes) {
-        self.begin(begin);
     }
 }
 

@@ -60,11 +60,20 @@ pub struct FanOut {
     binary_copy: bool,
     /// A `CopyInResponse` went to the client: the lanes wait for the client's rows.
     copy_in: bool,
+    combine: Combine,
+}
+
+/// How the lanes' results become the client's one result.
+pub enum Combine {
+    /// Rows concatenated in lane order, row counts summed.
+    Concat,
+    /// Every lane applied the same change (a write to omnisharded tables): the client gets
+    /// one lane's row count, as from the one table it writes.
+    Replicated,
     /// A cross-shard SELECT that needs merging (ORDER BY, aggregates, ...): the lanes'
-    /// RowDescription, DataRows and CommandComplete go to it, and what it writes goes out.
-    merge: Option<Merge>,
-    /// Every lane applied the same change (omnisharded tables): counts are one lane's.
-    replicated: bool,
+    /// RowDescription, DataRows and CommandComplete go to the merge engine, and what it
+    /// writes goes out.
+    Merge(Box<Merge>),
 }
 
 /// The merge engine at work on one exchange.
@@ -97,14 +106,20 @@ const BINARY_SIGNATURE: &[u8] = b"PGCOPY\n\xff\r\n\0";
 const BINARY_TRAILER: &[u8] = &[0xff, 0xff];
 
 impl FanOut {
-    pub fn new(lanes: usize) -> FanOut {
+    pub fn new(lanes: usize, combine: Combine) -> FanOut {
         FanOut {
             lanes: (0..lanes).map(|_| Lane::default()).collect(),
             failed: false,
             binary_copy: false,
             copy_in: false,
-            merge: None,
-            replicated: false,
+            combine,
+        }
+    }
+
+    fn merge(&self) -> Option<&Merge> {
+        match &self.combine {
+            Combine::Merge(m) => Some(m),
+            _ => None,
         }
     }
 
@@ -116,22 +131,11 @@ impl FanOut {
         &self.lanes
     }
 
-    /// The lanes apply the same change (a write to omnisharded tables): the client gets one
-    /// lane's row count, as from the one table it writes.
-    pub fn set_replicated(&mut self) {
-        self.replicated = true;
-    }
-
-    /// Merges this exchange's rows with the merge engine.
-    pub fn set_merge(&mut self, merge: Merge) {
-        self.merge = Some(merge);
-    }
-
     /// Whether lane `i` should be read: it owes replies and is not too far ahead (of the
     /// other lanes, or of an ORDER BY merge waiting for another shard's next row).
     pub fn wants_input(&self, i: usize) -> bool {
         let lane = &self.lanes[i];
-        let merge_waits = self.merge.as_ref().is_some_and(|m| {
+        let merge_waits = self.merge().is_some_and(|m| {
             !m.finished
                 && !m.rows_done[i]
                 && !self.failed
@@ -192,11 +196,13 @@ impl FanOut {
                 }
             }
             tag::ROW_DESCRIPTION | tag::DATA_ROW | tag::COMMAND_COMPLETE
-                if self.merge.is_some() && lane.queue.is_empty() =>
+                if matches!(self.combine, Combine::Merge(_)) && lane.queue.is_empty() =>
             {
                 self.feed_merge(i, frame, out);
             }
-            tag::ROW_DESCRIPTION | tag::DATA_ROW | tag::COMMAND_COMPLETE if self.merge.is_some() => {
+            tag::ROW_DESCRIPTION | tag::DATA_ROW | tag::COMMAND_COMPLETE
+                if matches!(self.combine, Combine::Merge(_)) =>
+            {
                 lane.queued += frame.len();
                 lane.queue.push_back(frame);
             }
@@ -246,7 +252,7 @@ impl FanOut {
                 }
                 tag::COMMAND_COMPLETE => {
                     let tags: Vec<Bytes> = self.pop_heads();
-                    if self.replicated {
+                    if matches!(self.combine, Combine::Replicated) {
                         out.extend_from_slice(tags.first().map_or(&[][..], |t| &t[..]));
                     } else {
                         merged_command_complete(&tags, out);
@@ -291,7 +297,7 @@ impl FanOut {
             }
             // Rows held behind the barrier flow now, up to each lane's next barrier.
             let binary_copy = self.binary_copy;
-            let merging = self.merge.is_some();
+            let merging = self.merge().is_some();
             for i in 0..self.lanes.len() {
                 loop {
                     let lane = &mut self.lanes[i];
@@ -331,7 +337,7 @@ impl FanOut {
     /// Gives a lane's RowDescription, DataRow or CommandComplete to the merge engine and
     /// writes what it can produce. A merge error is the client's error, as a shard's would be.
     fn feed_merge(&mut self, i: usize, frame: Bytes, out: &mut BytesMut) {
-        let Some(m) = self.merge.as_mut() else { return };
+        let Combine::Merge(m) = &mut self.combine else { return };
         if m.finished || self.failed {
             return;
         }
@@ -353,12 +359,12 @@ impl FanOut {
     /// Whether the merge has more rows ready without more input (a grouping's rows come in
     /// slices): call [`FanOut::drain_merge`] again once `out` has gone to the client.
     pub fn merge_has_more(&self) -> bool {
-        self.merge.as_ref().is_some_and(|m| m.more && !m.finished) && !self.failed
+        self.merge().is_some_and(|m| m.more && !m.finished) && !self.failed
     }
 
     /// Writes what the merge can produce now (one slice of a grouping's rows at most).
     pub fn drain_merge(&mut self, out: &mut BytesMut) {
-        let Some(m) = self.merge.as_mut() else { return };
+        let Combine::Merge(m) = &mut self.combine else { return };
         let mut produced = BytesMut::new();
         let drained = m.merger.drain(&mut produced);
         if m.drop_description && produced.first() == Some(&tag::ROW_DESCRIPTION) {

@@ -39,7 +39,7 @@ fn tags(out: &[u8]) -> String {
 
 #[test]
 fn rows_of_every_lane_flow_and_counts_are_summed() {
-    let mut f = FanOut::new(2);
+    let mut f = FanOut::new(2, Combine::Concat);
     let mut out = BytesMut::new();
     let desc = frame(b'T', b"\0\0");
     f.push(0, desc.clone(), &mut out).unwrap();
@@ -62,7 +62,7 @@ fn rows_of_every_lane_flow_and_counts_are_summed() {
 #[test]
 fn rows_after_a_lanes_barrier_wait_for_the_others() {
     // Two statements in one query: lane 0 is already on the second one's rows.
-    let mut f = FanOut::new(2);
+    let mut f = FanOut::new(2, Combine::Concat);
     let mut out = BytesMut::new();
     for t in [frame(b'T', b"\0\0"), complete("SELECT 0"), frame(b'T', b"\0\0"), row("x")] {
         f.push(0, t, &mut out).unwrap();
@@ -78,7 +78,7 @@ fn rows_after_a_lanes_barrier_wait_for_the_others() {
 
 #[test]
 fn the_first_error_wins_and_the_rest_is_dropped() {
-    let mut f = FanOut::new(3);
+    let mut f = FanOut::new(3, Combine::Concat);
     let mut out = BytesMut::new();
     let err = frame(b'E', b"SERROR\0C23505\0Mdup\0\0");
     f.push(1, err.clone(), &mut out).unwrap();
@@ -94,7 +94,7 @@ fn the_first_error_wins_and_the_rest_is_dropped() {
 
 #[test]
 fn injected_replies_are_dropped() {
-    let mut f = FanOut::new(1);
+    let mut f = FanOut::new(1, Combine::Concat);
     let mut out = BytesMut::new();
     f.lane_mut(0).skip_replies = 1;
     f.lane_mut(0).parse_drops.extend([true, false]);
@@ -106,7 +106,7 @@ fn injected_replies_are_dropped() {
 
 #[test]
 fn mismatched_replies_are_reported() {
-    let mut f = FanOut::new(2);
+    let mut f = FanOut::new(2, Combine::Concat);
     let mut out = BytesMut::new();
     f.push(0, frame(b'n', b""), &mut out).unwrap();
     assert!(f.push(1, frame(b'T', b"\0\0"), &mut out).is_err());

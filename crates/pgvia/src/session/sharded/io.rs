@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::frontend::tag as fe;
 use wire::sqlstate::SqlState;
 
-use super::fanout::FanOut;
+use super::fanout::{Combine, FanOut};
 use super::{ShardedSession, Tx, Unit};
 use crate::routing::Target as Role;
 use crate::server::ServerError;
@@ -179,7 +179,9 @@ impl ShardedSession<'_> {
         parse_drops: &[bool],
         implicit_begin: bool,
     ) -> Result<Outcome, ServerError> {
-        let mut flight = self.launch(targets, Payload::Same(payload), parse_drops, implicit_begin).await?;
+        let mut flight = self
+            .launch(targets, Payload::Same(payload), Combine::Concat, parse_drops, implicit_begin)
+            .await?;
         self.pump(&mut flight, false).await?;
         flight.outcome()
     }
@@ -191,22 +193,23 @@ impl ShardedSession<'_> {
         &mut self,
         targets: ShardSet,
         payload: Payload<'_>,
+        combine: Combine,
         parse_drops: &[bool],
         implicit_begin: bool,
     ) -> Result<Flight, ServerError> {
         let lanes: Vec<ShardId> = targets.iter().collect();
-        let mut fan = FanOut::new(lanes.len());
-        if let Some(merge) = self.next_merge.take() {
-            fan.set_merge(merge);
-        }
-        if std::mem::take(&mut self.next_replicated) {
-            fan.set_replicated();
-        }
+        let mut fan = FanOut::new(lanes.len(), combine);
         for (i, &shard) in lanes.iter().enumerate() {
-            let mut bytes = BytesMut::with_capacity(payload.for_shard(shard).len() + 32);
             let lane = fan.lane_mut(i);
+            lane.parse_drops.extend(parse_drops.iter().copied());
+            let body = payload.for_shard(shard);
+            // The shard's server needs the transaction's BEGIN (and savepoints) first when
+            // it joins the transaction now, or pgvia's own BEGIN for an autocommit write on
+            // several shards; else the payload goes as it is, uncopied.
+            let mut bytes = BytesMut::new();
             match &mut self.tx {
                 Tx::Open { begin, participants, savepoints, .. } if !participants.contains(shard) => {
+                    bytes.reserve(body.len() + begin.len());
                     bytes.extend_from_slice(begin);
                     for (_, savepoint) in savepoints.iter() {
                         bytes.extend_from_slice(savepoint);
@@ -218,14 +221,19 @@ impl ShardedSession<'_> {
                     wire::build::query(&mut bytes, "BEGIN");
                     lane.skip_replies = 1;
                 }
-                _ => {}
+                _ => {
+                    self.send_to(shard, body).await?;
+                    continue;
+                }
             }
-            bytes.extend_from_slice(payload.for_shard(shard));
-            lane.parse_drops.extend(parse_drops.iter().copied());
+            bytes.extend_from_slice(body);
             self.send_to(shard, &bytes).await?;
         }
-        if let Some(first) = lanes.first().and_then(|&s| self.held[s].as_ref()) {
-            self.cancel.slot.set(Some(first.conn_ref().cancel_target()));
+        let mut servers = lanes.iter().filter_map(|&s| self.held[s].as_ref());
+        if let Some(first) = servers.next() {
+            let mut target = first.conn_ref().cancel_target();
+            target.also = servers.map(|c| c.conn_ref().cancel_target()).collect();
+            self.cancel.slot.set(Some(target));
         }
         Ok(Flight { fan, lanes, reply_start: self.to_client.len(), hold: implicit_begin })
     }
@@ -303,6 +311,7 @@ impl ShardedSession<'_> {
         &mut self,
         targets: ShardSet,
         payload: Payload<'_>,
+        combine: Combine,
         parse_drops: &[bool],
         writes: bool,
     ) -> Result<(), SessionError> {
@@ -313,7 +322,7 @@ impl ShardedSession<'_> {
                 return Ok(());
             }
         }
-        let sent = match self.launch(targets, payload, parse_drops, implicit).await {
+        let sent = match self.launch(targets, payload, combine, parse_drops, implicit).await {
             Ok(mut flight) => match self.pump(&mut flight, false).await {
                 Ok(()) => flight.outcome(),
                 Err(e) => Err(e),
@@ -350,7 +359,7 @@ impl ShardedSession<'_> {
         }
         self.ready();
         if matches!(self.tx, Tx::Idle) {
-            self.give_back_all();
+            self.give_back_all().await;
         }
     }
 
@@ -443,12 +452,19 @@ impl ShardedSession<'_> {
         }
     }
 
-    /// Gives every held server back to its pool (between transactions).
-    pub(super) fn give_back_all(&mut self) {
+    /// Gives every held server back to its pool (between transactions). From here on a
+    /// cancel from this client finds no target, and one already sent must have been acted
+    /// on before a server serves anyone else.
+    pub(super) async fn give_back_all(&mut self) {
         self.cancel.slot.set(None);
         for slot in &mut self.held {
             if let Some(c) = slot.take() {
-                c.give_back_idle();
+                if c.conn_ref().cancels.settled(crate::server::CANCEL_SETTLE).await {
+                    c.give_back_idle();
+                } else {
+                    tracing::warn!("a cancel request did not complete; closing its shard server");
+                    drop(c);
+                }
             }
         }
     }
@@ -489,7 +505,7 @@ impl ShardedSession<'_> {
             .collect();
         server.conn().applied = self.settings.iter().cloned().collect();
         if matches!(self.tx, Tx::Idle) {
-            self.give_back_all();
+            self.give_back_all().await;
         }
         Ok(())
     }

@@ -34,6 +34,10 @@ use crate::net::ClientStream;
 use crate::pool::{Checkout, PatronRef, Pool};
 use crate::routing::PoolGroup;
 use crate::sharding::{self, RouteError, SessionHints, StatementRoute, Target};
+use fanout::Combine;
+
+/// PostgreSQL's message for a statement sent inside a failed transaction.
+const ABORTED: &str = "current transaction is aborted, commands ignored until end of transaction block";
 
 /// Where the client's transaction is.
 #[derive(Debug)]
@@ -94,12 +98,11 @@ pub struct ShardedSession<'a> {
     quiet: bool,
     /// The last statement run ended in an error (ends a multi-statement query).
     errored: bool,
-    /// The merge for the next exchange's replies (a cross-shard SELECT that needs one).
-    next_merge: Option<fanout::Merge>,
     /// How the database orders text, once asked (byte order under C/POSIX collations).
     text_order: Option<merge::TextOrder>,
-    /// The next exchange writes omnisharded tables only: one shard's row count is its count.
-    next_replicated: bool,
+    /// The last simple query's analysis, shared by shape with texts that differ only in
+    /// their constants (so `... WHERE id = 42` is not parsed per query).
+    memo: crate::session::memo::QueryMemo,
 }
 
 /// One statement of a multi-statement query or pipeline, run as an exchange of its own.
@@ -154,11 +157,10 @@ impl<'a> ShardedSession<'a> {
             hint_shard: None,
             hint_key: None,
             turn: 0,
+            memo: Default::default(),
             quiet: false,
             errored: false,
-            next_merge: None,
             text_order: None,
-            next_replicated: false,
         }
     }
 
@@ -263,10 +265,17 @@ impl<'a> ShardedSession<'a> {
         members[self.turn % members.len()]
     }
 
+    /// Inside a failed transaction, refuses the exchange as PostgreSQL does (25P02).
+    fn refused_in_failed_transaction(&mut self) -> bool {
+        let failed = matches!(self.tx, Tx::Open { failed: true, .. });
+        if failed {
+            self.refuse(SqlState::IN_FAILED_SQL_TRANSACTION.code(), ABORTED);
+        }
+        failed
+    }
+
     /// Answers an exchange with an error of pgvia's own, and the ReadyForQuery after it.
     fn refuse(&mut self, code: &str, message: &str) {
-        self.next_replicated = false;
-        self.next_merge = None;
         self.errored = true;
         wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, message)
             .write(&mut self.to_client);
@@ -296,23 +305,28 @@ impl<'a> ShardedSession<'a> {
     /// A simple query: routed, then sent to its shards.
     async fn simple(&mut self, frame: Bytes) -> Result<(), SessionError> {
         let sql = frame.get(5..frame.len().saturating_sub(1)).unwrap_or_default();
-        let analysis = self.app.analyzer.analyze_bytes(sql, &[]);
+        let (mut analysis, constants) = self.memo.analyze_shaped(&self.app.analyzer, sql);
+        let mut shaped = constants.is_some();
+        if shaped && analysis.len() > 1 {
+            // Splitting the text into its statements needs the text's own locations.
+            (analysis, shaped) = (self.app.analyzer.analyze_bytes(sql, &[]), false);
+        }
         if analysis.len() > 1 && !analysis.is_conservative() && !self.quiet {
             return self.simple_multi(sql, &analysis).await;
         }
         if self.control(&analysis, &frame).await? {
             return Ok(());
         }
-        if let Tx::Open { failed: true, .. } = self.tx {
-            self.refuse(
-                SqlState::IN_FAILED_SQL_TRANSACTION.code(),
-                "current transaction is aborted, commands ignored until end of transaction block",
-            );
+        if self.refused_in_failed_transaction() {
             return Ok(());
         }
         let search_path = self.search_path();
-        let routes =
-            sharding::plan(&self.rules, &analysis, &sharding::Params::None, &self.hints(&search_path));
+        let text = if shaped { std::str::from_utf8(sql).ok() } else { None };
+        let params = match (text, self.memo.constants()) {
+            (Some(text), Some(ranges)) => sharding::Params::Constants { sql: text, ranges },
+            _ => sharding::Params::None,
+        };
+        let routes = sharding::plan(&self.rules, &analysis, &params, &self.hints(&search_path));
         let routes = match routes {
             Ok(r) => r,
             Err(e) => {
@@ -321,10 +335,14 @@ impl<'a> ShardedSession<'a> {
             }
         };
         self.count_fanouts(&routes, sql);
-        if let ([route], Some(stmt)) = (routes.as_slice(), analysis.statement(0)) {
+        if let [route] = routes.as_slice() {
             let spread: ShardSet = route.rows.iter().copied().collect();
             if spread.len() > 1 && analysis.len() == 1 {
-                return self.split_insert(&stmt, &route.rows).await;
+                // The split rewrites the text from its values: the text's own analysis.
+                let own = if shaped { self.app.analyzer.analyze_bytes(sql, &[]) } else { analysis.clone() };
+                if let Some(stmt) = own.statement(0) {
+                    return self.split_insert(&stmt, &route.rows).await;
+                }
             }
         }
         let targets = match self.targets(&routes) {
@@ -339,10 +357,11 @@ impl<'a> ShardedSession<'a> {
             && analysis.statement(0).is_some_and(|s| matches!(s.kind(), route::StatementKind::Select { .. }));
         if select && targets.len() > 1 {
             match self.plan_merge(sql, targets, false).await {
-                Ok(Some(shard_sql)) => {
+                Ok(Some((shard_sql, merge))) => {
                     let mut query = BytesMut::new();
                     wire::build::query(&mut query, &shard_sql);
-                    return self.exchange(targets, io::Payload::Same(&query), &[], writes).await;
+                    let combine = Combine::Merge(Box::new(merge));
+                    return self.exchange(targets, io::Payload::Same(&query), combine, &[], writes).await;
                 }
                 Ok(None) => {}
                 Err((code, message)) => {
@@ -351,11 +370,11 @@ impl<'a> ShardedSession<'a> {
                 }
             }
         }
-        self.next_replicated = routes.iter().all(|r| r.replicated);
+        let combine = if routes.iter().all(|r| r.replicated) { Combine::Replicated } else { Combine::Concat };
         let settings = analysis
             .statements()
             .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
-        self.exchange(targets, io::Payload::Same(&frame), &[], writes).await?;
+        self.exchange(targets, io::Payload::Same(&frame), combine, &[], writes).await?;
         if settings {
             self.learn_settings(targets).await?;
         }
@@ -478,18 +497,18 @@ impl<'a> ShardedSession<'a> {
             })
             .collect();
         let targets: ShardSet = frames.iter().map(|(s, _)| *s).collect();
-        self.exchange(targets, io::Payload::PerShard(&frames), &[], true).await
+        self.exchange(targets, io::Payload::PerShard(&frames), Combine::Concat, &[], true).await
     }
 
     /// A SELECT that several shards answer: when its rows need merging (ORDER BY, LIMIT,
-    /// aggregates, GROUP BY, DISTINCT), readies the merge for the exchange and returns the
-    /// query the shards run instead; `None` when concatenating their rows is the answer.
+    /// aggregates, GROUP BY, DISTINCT), returns the query the shards run instead and the
+    /// merge for the exchange; `None` when concatenating their rows is the answer.
     async fn plan_merge(
         &mut self,
         sql: &[u8],
         targets: ShardSet,
         drop_description: bool,
-    ) -> Result<Option<String>, (&'static str, String)> {
+    ) -> Result<Option<(String, fanout::Merge)>, (&'static str, String)> {
         let text = std::str::from_utf8(sql)
             .map_err(|_| ("0A000", "a cross-shard query must be valid UTF-8 to be merged".to_owned()))?;
         let placement = sharding::merge_placement(&self.rules);
@@ -507,8 +526,7 @@ impl<'a> ShardedSession<'a> {
         if let Some(dir) = self.app.config().limits.merge_spill_path() {
             merger.set_spill(Box::new(merge::DirStore::new(&dir)));
         }
-        self.next_merge = Some(fanout::Merge::new(merger, targets.len(), drop_description));
-        Ok(Some(plan.shard_sql().to_owned()))
+        Ok(Some((plan.shard_sql().to_owned(), fanout::Merge::new(merger, targets.len(), drop_description))))
     }
 
     /// Whether the database's collation orders text byte-wise (`C`, `POSIX`, `C.UTF-8`),

@@ -180,6 +180,17 @@ async fn on_log_shard<T>(
     rows.map(f)
 }
 
+/// The decision logged for `gid`, if any.
+async fn logged_decision(
+    log: &mut Checkout,
+    gid: &str,
+    timeout: Duration,
+) -> Result<Option<String>, crate::server::ServerError> {
+    let look = format!("SELECT decision FROM pgvia.two_phase_decisions WHERE gid = '{gid}'");
+    let rows = log.conn().query_rows(&look, timeout).await?;
+    Ok(rows.into_iter().next().and_then(|r| r.into_iter().next().flatten()))
+}
+
 /// Inserts the decision for `gid`; `Ok(false)` when an `abort` was there first.
 async fn decide(
     held: &mut [Option<Checkout>],
@@ -247,14 +258,7 @@ pub async fn recover(
             let age: f64 = age.and_then(|a| a.parse().ok()).unwrap_or(0.0);
             let Some((instance, run)) = owner(&gid) else { continue };
             seen.push(gid.clone());
-            let look = format!("SELECT decision FROM pgvia.two_phase_decisions WHERE gid = '{gid}'");
-            let mut decision = log
-                .conn()
-                .query_rows(&look, timeout)
-                .await?
-                .into_iter()
-                .next()
-                .and_then(|r| r.into_iter().next().flatten());
+            let mut decision = logged_decision(&mut log, &gid, timeout).await?;
             if decision.is_none() {
                 let earlier_run_of_mine = instance == me.instance && run != me.run;
                 if !earlier_run_of_mine && age < ABANDONED_AFTER.as_secs_f64() {
@@ -265,13 +269,7 @@ pub async fn recover(
                     "INSERT INTO pgvia.two_phase_decisions (gid, decision) VALUES ('{gid}', 'abort') ON CONFLICT (gid) DO NOTHING"
                 );
                 log.conn().run_internal(&[abort.as_str()], timeout).await?;
-                decision = log
-                    .conn()
-                    .query_rows(&look, timeout)
-                    .await?
-                    .into_iter()
-                    .next()
-                    .and_then(|r| r.into_iter().next().flatten());
+                decision = logged_decision(&mut log, &gid, timeout).await?;
             }
             let commit = decision.as_deref() == Some("commit");
             let verb = if commit { "COMMIT PREPARED" } else { "ROLLBACK PREPARED" };
