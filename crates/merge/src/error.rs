@@ -14,9 +14,18 @@ pub enum MergeError {
     /// Grouping, sorting or distinct state grew past the configured budget (SQLSTATE 53200,
     /// `out_of_memory`: the merge ran out of the memory it was allowed, not the machine's).
     #[error(
-        "cross-shard merge needs more than its memory budget of {budget} bytes (setting merge_memory_budget)"
+        "cross-shard merge needs more than its memory budget of {budget} bytes (setting merge_memory_budget; spilling to disk is off: merge_spill)"
     )]
     MemoryBudget { budget: usize },
+    /// Spilling is on, but one group's state (a `count(DISTINCT)` set, an `array_agg` list)
+    /// alone outgrew the budget: it cannot be split across files (SQLSTATE 53200).
+    #[error(
+        "cross-shard merge needs more than its memory budget of {budget} bytes (setting merge_memory_budget) even spilling to disk: one group's aggregate state is larger"
+    )]
+    GroupTooLarge { budget: usize },
+    /// Writing or reading a spill file failed (SQLSTATE 58030).
+    #[error("cross-shard merge could not use its spill file: {0}")]
+    Spill(String),
     /// Two shards described a column with different types (SQLSTATE 42804).
     #[error("shards disagree on the type of column {column}: type OID {first} vs {other} (schema drift?)")]
     TypeMismatch { column: usize, first: u32, other: u32 },
@@ -37,7 +46,8 @@ impl MergeError {
         match self {
             MergeError::Unsupported(_) => "0A000",
             MergeError::Syntax(_) => "42601",
-            MergeError::MemoryBudget { .. } => "53200",
+            MergeError::MemoryBudget { .. } | MergeError::GroupTooLarge { .. } => "53200",
+            MergeError::Spill(_) => "58030",
             MergeError::TypeMismatch { .. } => "42804",
             MergeError::BadValue { .. } => "22P02",
             MergeError::OutOfRange(_) => "22003",

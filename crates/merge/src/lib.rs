@@ -3,15 +3,17 @@
 //! PostgreSQL holding all the rows would return (rows, order, column types, `SELECT n`).
 //!
 //! ```text
-//! let plan = MergePlan::for_select(sql)?;            // Unsupported(..) => 0A000 to the client
+//! let plan = MergePlan::for_select_placed(sql, &placement)?; // Unsupported(..) => 0A000
 //! send plan.shard_sql() to every shard;               // plan.is_plain(): nothing to merge
 //! let mut m = Merger::new(&plan, shards, MergeOptions::default());
+//! m.set_spill(Box::new(DirStore::new(dir)));          // optional: spill past the budget
 //! if LIMIT/OFFSET are parameters (plan.limit_params()): m.bind_params(&bind_values)?
 //! per shard:  RowDescription body -> m.row_description(shard, body)?
 //!             DataRow body        -> m.data_row(shard, body)?
 //!             CommandComplete     -> m.shard_done(shard)?
 //! after feeding: m.drain(&mut out)? writes finished frames (RowDescription once, DataRows,
-//!             CommandComplete at the end) and returns NeedInput or Finished;
+//!             CommandComplete at the end) and returns NeedInput, Finished, or Full (a
+//!             slice of rows is ready: send it, then drain again);
 //!             m.needs_input(shard) says whose rows it waits for (an ORDER BY merge waits
 //!             only for shards with nothing buffered, so read those first).
 //! ```
@@ -26,12 +28,15 @@
 //! `count`, `count(DISTINCT)`, `sum`, `sum(DISTINCT)`, `min`, `max`, `avg`, `avg(DISTINCT)`,
 //! `bool_and`, `bool_or`, `every`, the `stddev`/`variance` family, `string_agg`/`array_agg`/`jsonb_agg`/`json_agg` with their
 //! ORDER BY (all with FILTER); GROUP BY on columns and expressions;
-//! HAVING of comparisons over aggregates, grouping columns and constants. See
-//! `docs/sharding.md` for what is refused and why.
+//! HAVING of comparisons over aggregates, grouping columns and constants; subqueries, CTEs
+//! and window functions co-located on the shard key ([`Placement`]) pushed down whole.
+//! Past the memory budget, grouping, the sort after grouping and DISTINCT spill to a
+//! [`SpillStore`]. See `docs/sharding.md` for what is refused and why.
 
 mod accum;
 mod agg;
 mod binary;
+mod colocate;
 mod error;
 mod having;
 mod lex;
@@ -41,9 +46,14 @@ mod numeric;
 mod plan;
 mod rewrite;
 mod scan;
+mod spill;
+mod spill_file;
 mod value;
 mod variance;
 
+pub use colocate::{Placement, ShardedTable};
 pub use error::MergeError;
 pub use merger::{Drained, MergeOptions, Merger, TextOrder};
 pub use plan::MergePlan;
+pub use spill::{MemStore, SpillFile, SpillStore};
+pub use spill_file::DirStore;

@@ -11,6 +11,7 @@ use pg_raw_parse::nodes::{LimitOption, ResTarget, SelectStmt, SetOperation, Sort
 use pg_raw_parse::{ConstValue, Node};
 
 use crate::agg::{self, AggSpec};
+use crate::colocate::{self, Placement};
 use crate::error::MergeError;
 use crate::having::{self, Cond};
 use crate::lex::{self, Kind, Tok};
@@ -92,6 +93,13 @@ impl MergePlan {
     /// Plans one SELECT statement. Constructs that cannot be merged exactly are refused
     /// with [`MergeError::Unsupported`] (SQLSTATE 0A000) naming them.
     pub fn for_select(sql: &str) -> Result<MergePlan, MergeError> {
+        MergePlan::for_select_placed(sql, &Placement::default())
+    }
+
+    /// [`MergePlan::for_select`] knowing where the tables live: subqueries, CTEs, derived
+    /// tables and window functions the shards can compute alone (co-located, see
+    /// [`Placement`]) stay whole in the shard query; others are refused as before.
+    pub fn for_select_placed(sql: &str, placement: &Placement) -> Result<MergePlan, MergeError> {
         let parsed = pg_raw_parse::parse(sql).map_err(|e| MergeError::Syntax(e.to_string()))?;
         let mut stmts = parsed.iter();
         let (Some(raw), None) = (stmts.next(), stmts.next()) else {
@@ -106,8 +114,26 @@ impl MergePlan {
         let Node::SelectStmt(s) = raw.stmt() else {
             return Err(MergeError::unsupported("only SELECT statements are merged"));
         };
+        let pushed_down = colocate::check(s, placement)?;
+        scan::refuse_unsupported(s, pushed_down)?;
+        // A WITH clause (co-located, checked above) goes to the shards as written, in front
+        // of the main SELECT the planner rewrites.
+        let main = if s.with_clause().is_some() {
+            let toks = lex::tokens(text)?;
+            let at = toks
+                .iter()
+                .find(|t| t.depth == 0 && t.is_word(text, "select"))
+                .ok_or_else(|| MergeError::Syntax("WITH without its SELECT".into()))?;
+            at.start
+        } else {
+            0
+        };
         // Locations in the tree are offsets into `sql`; the planner works on `text`.
-        Planner::new(text, start)?.plan(s)
+        let mut plan = Planner::new(&text[main..], start + main)?.plan(s)?;
+        if main > 0 {
+            plan.shard_sql.insert_str(0, &text[..main]);
+        }
+        Ok(plan)
     }
 
     /// The SQL every shard runs.
@@ -177,7 +203,6 @@ impl<'s> Planner<'s> {
     }
 
     fn plan(mut self, s: &SelectStmt) -> Result<MergePlan, MergeError> {
-        scan::refuse_unsupported(s)?;
         if s.op != SetOperation::SETOP_NONE {
             return Err(MergeError::unsupported("UNION/INTERSECT/EXCEPT across shards"));
         }
@@ -672,7 +697,7 @@ mod tests {
 
     #[test]
     fn refuses_what_it_cannot_merge() {
-        assert!(refused("WITH c AS (SELECT 1) SELECT * FROM c").contains("WITH"));
+        assert!(refused("WITH c AS (SELECT * FROM t) SELECT * FROM c").contains("placement"));
         assert!(refused("SELECT a FROM t WHERE a IN (SELECT b FROM u)").contains("subquery"));
         assert!(refused("SELECT row_number() OVER () FROM t").contains("window"));
         assert!(refused("SELECT a FROM t UNION SELECT a FROM u").contains("UNION"));

@@ -13,8 +13,10 @@ use crate::error::MergeError;
 /// Deeper expressions than this are refused instead of risking the stack.
 const MAX_DEPTH: u32 = 256;
 
-pub(crate) fn refuse_unsupported(s: &SelectStmt) -> Result<(), MergeError> {
-    if s.with_clause().is_some() {
+/// `pushed_down`: the statement's subqueries, CTEs and window functions were found
+/// co-located (`colocate::check`) and go to the shards whole.
+pub(crate) fn refuse_unsupported(s: &SelectStmt, pushed_down: bool) -> Result<(), MergeError> {
+    if s.with_clause().is_some() && !pushed_down {
         return Err(MergeError::unsupported("WITH (common table expressions) across shards"));
     }
     if s.into_clause().is_some() {
@@ -23,10 +25,10 @@ pub(crate) fn refuse_unsupported(s: &SelectStmt) -> Result<(), MergeError> {
     if !s.values_lists().is_empty() {
         return Err(MergeError::unsupported("VALUES across shards"));
     }
-    if !s.window_clause().is_empty() {
+    if !s.window_clause().is_empty() && !pushed_down {
         return Err(MergeError::unsupported("WINDOW clause (window functions) across shards"));
     }
-    let check = |n: Node<'_>| walk(n, 0, &mut |n| refuse_node(n));
+    let check = |n: Node<'_>| walk(n, 0, &mut |n| refuse_node(n, pushed_down));
     for t in s.target_list() {
         check(t.val())?;
     }
@@ -48,8 +50,10 @@ pub(crate) fn refuse_unsupported(s: &SelectStmt) -> Result<(), MergeError> {
     check(s.limit_offset())
 }
 
-fn refuse_node(n: Node<'_>) -> Result<bool, MergeError> {
+fn refuse_node(n: Node<'_>, pushed_down: bool) -> Result<bool, MergeError> {
     match n {
+        Node::SubLink(_) | Node::RangeSubselect(_) if pushed_down => Ok(false),
+        Node::FuncCall(f) if pushed_down && f.over().is_some() => Ok(true),
         Node::SubLink(_) | Node::RangeSubselect(_) => {
             Err(MergeError::unsupported("subquery in a cross-shard query (it would run per shard)"))
         }
@@ -84,11 +88,12 @@ pub(crate) fn is_star(n: Node<'_>) -> bool {
     }
 }
 
-/// Visits `n` and its sub-expressions; `visit` returns whether to descend.
-fn walk(
-    n: Node<'_>,
+/// Visits `n` and its sub-expressions (not into subqueries); `visit` returns whether to
+/// descend.
+pub(crate) fn walk<'a>(
+    n: Node<'a>,
     depth: u32,
-    visit: &mut dyn FnMut(Node<'_>) -> Result<bool, MergeError>,
+    visit: &mut dyn FnMut(Node<'a>) -> Result<bool, MergeError>,
 ) -> Result<(), MergeError> {
     if depth > MAX_DEPTH {
         return Err(MergeError::unsupported("expression nested too deeply"));
@@ -96,7 +101,7 @@ fn walk(
     if matches!(n, Node::None) || !visit(n)? {
         return Ok(());
     }
-    let mut go = |c: Node<'_>| walk(c, depth + 1, visit);
+    let mut go = |c: Node<'a>| walk(c, depth + 1, visit);
     match n {
         Node::NodeList(l) => l.iter().try_for_each(go),
         Node::A_Expr(e) => {
@@ -142,6 +147,7 @@ fn walk(
         Node::RangeFunction(r) => r.functions().iter().try_for_each(go),
         Node::ResTarget(r) => go(r.val()),
         Node::SortBy(s) => go(s.node()),
+        Node::SubLink(l) => go(l.testexpr()),
         _ => Ok(()),
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use bytes::BytesMut;
 use common::{frames, outcome};
-use merge::{Drained, MergeError, MergeOptions, MergePlan, Merger, TextOrder};
+use merge::{Drained, MemStore, MergeError, MergeOptions, MergePlan, Merger, TextOrder};
 
 /// A RowDescription body for columns (name, type OID).
 fn desc(cols: &[(&str, u32)]) -> Vec<u8> {
@@ -203,6 +203,99 @@ fn limit_parameters_must_be_bound() {
     assert_eq!(m.drain(&mut out).expect("drain"), Drained::Finished);
     let o = outcome(&frames(&out)).expect("outcome");
     assert_eq!(o.rows, [vec![Some("2".to_string())], vec![Some("3".to_string())]]);
+}
+
+/// Feeds `rows` (shard, cells) and drains to the end, slices included.
+fn run(
+    m: &mut Merger,
+    shards: usize,
+    cols: &[(&str, u32)],
+    rows: &[(usize, Vec<String>)],
+) -> Vec<Vec<Option<String>>> {
+    let d = desc(cols);
+    for s in 0..shards {
+        m.row_description(s, &d).expect("describe");
+    }
+    let mut out = BytesMut::new();
+    for (s, cells) in rows {
+        let cells: Vec<Option<&str>> = cells.iter().map(|c| Some(c.as_str())).collect();
+        m.data_row(*s, &row(&cells)).expect("row");
+        assert_ne!(m.drain(&mut out).expect("drain"), Drained::Finished);
+    }
+    for s in 0..shards {
+        m.shard_done(s).expect("done");
+    }
+    loop {
+        match m.drain(&mut out).expect("drain") {
+            Drained::Finished => break,
+            Drained::Full => continue,
+            Drained::NeedInput => panic!("input is over"),
+        }
+    }
+    outcome(&frames(&out)).expect("outcome").rows
+}
+
+#[test]
+fn grouping_past_the_budget_spills_and_sorts_in_runs() {
+    let p = plan("SELECT g, count(*) FROM t GROUP BY g ORDER BY count(*) DESC, g");
+    let small = MergeOptions { memory_budget: 64 << 10, text_order: TextOrder::Bytes };
+    // 6000 groups; group i has 1 + i % 3 rows over two shards.
+    let mut rows = Vec::new();
+    for i in 0..6000 {
+        for r in 0..=(i % 3) {
+            rows.push((r % 2, vec![format!("{i:05}"), "1".to_string()]));
+        }
+    }
+    let cols = [("g", 25), ("count", 20)];
+    let mut without = Merger::new(&p, 2, small);
+    let d = desc(&cols);
+    without.row_description(0, &d).expect("describe");
+    let e = rows
+        .iter()
+        .filter(|(s, _)| *s == 0)
+        .find_map(|(_, c)| without.data_row(0, &row(&[Some(&c[0]), Some(&c[1])])).err())
+        .expect("past the budget without spilling");
+    assert_eq!(e.sqlstate(), "53200");
+    assert!(e.to_string().contains("merge_spill"), "{e}");
+
+    let store = MemStore::default();
+    let mut m = Merger::new(&p, 2, small);
+    m.set_spill(Box::new(store.clone()));
+    let got = run(&mut m, 2, &cols, &rows);
+    assert!(m.spilled_bytes() > 64 << 10, "spilled {}", m.spilled_bytes());
+    assert!(store.files.load(std::sync::atomic::Ordering::Relaxed) > 16);
+    let mut want: Vec<(u64, String)> = (0..6000).map(|i| (1 + i % 3, format!("{i:05}"))).collect();
+    want.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let want: Vec<Vec<Option<String>>> =
+        want.into_iter().map(|(n, g)| vec![Some(g), Some(n.to_string())]).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn distinct_past_the_budget_spills_or_resets_per_sort_key() {
+    let rows: Vec<(usize, Vec<String>)> =
+        (0..8000).map(|i| (i % 3, vec![((i * 7919) % 5000).to_string()])).collect();
+    let cols = [("k", 23)];
+    let budget = MergeOptions { memory_budget: 32 << 10, text_order: TextOrder::Bytes };
+    // Unsorted: the keys spill to partitions, each deduplicated alone.
+    let store = MemStore::default();
+    let mut m = Merger::new(&plan("SELECT DISTINCT k FROM t"), 3, budget);
+    m.set_spill(Box::new(store));
+    let mut got: Vec<i64> =
+        run(&mut m, 3, &cols, &rows).into_iter().map(|r| r[0].as_deref().unwrap().parse().unwrap()).collect();
+    got.sort();
+    assert_eq!(got, (0..5000).collect::<Vec<i64>>());
+    assert!(m.spilled_bytes() > 0);
+    // Sorted: duplicates share their sort key, so the set spans one key at a time and the
+    // budget holds without spilling. Each shard's rows come sorted.
+    let mut sorted = rows.clone();
+    sorted.sort_by_key(|(_, c)| c[0].parse::<i64>().unwrap());
+    let mut m = Merger::new(&plan("SELECT DISTINCT k FROM t ORDER BY k"), 3, budget);
+    let got: Vec<i64> = run(&mut m, 3, &cols, &sorted)
+        .into_iter()
+        .map(|r| r[0].as_deref().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(got, (0..5000).collect::<Vec<i64>>());
 }
 
 /// Throughput of the merge itself (run in release: `cargo test --release -p merge --test

@@ -51,6 +51,26 @@ pub struct Limits {
     /// Bytes one cross-shard merge (ORDER BY, GROUP BY, DISTINCT) may hold. Default 67108864
     /// (64 MiB), at least 65536.
     pub merge_memory_budget: u64,
+    /// Whether a merge past `merge_memory_budget` spills its grouping, sorting and DISTINCT
+    /// state to temporary files in `merge_spill_dir` (true) or fails with 53200 (false).
+    /// Default true.
+    pub merge_spill: bool,
+    /// Directory of the merges' spill files; `""` is the system's temporary directory
+    /// (`$TMPDIR`, else `/tmp`). When set, an absolute path to an existing directory.
+    pub merge_spill_dir: String,
+}
+
+impl Limits {
+    /// Where merges spill, `None` with spilling off.
+    pub fn merge_spill_path(&self) -> Option<std::path::PathBuf> {
+        if !self.merge_spill {
+            return None;
+        }
+        if self.merge_spill_dir.is_empty() {
+            return Some(std::env::temp_dir());
+        }
+        Some(std::path::PathBuf::from(&self.merge_spill_dir))
+    }
 }
 
 impl Default for Limits {
@@ -69,6 +89,8 @@ impl Default for Limits {
             metrics_max_connections: 16,
             health_cache: Duration::from_secs(1),
             merge_memory_budget: 64 << 20,
+            merge_spill: true,
+            merge_spill_dir: String::new(),
         }
     }
 }
@@ -82,6 +104,14 @@ pub fn problems(limits: &Limits, general: &super::General) -> Vec<(&'static str,
     let mut out = Vec::new();
     if limits.merge_memory_budget < 65536 {
         out.push(("limits.merge_memory_budget", "must be at least 65536".to_owned()));
+    }
+    if limits.merge_spill && !limits.merge_spill_dir.is_empty() {
+        let dir = std::path::Path::new(&limits.merge_spill_dir);
+        if !dir.is_absolute() {
+            out.push(("limits.merge_spill_dir", format!("must be an absolute path, got {dir:?}")));
+        } else if !dir.is_dir() {
+            out.push(("limits.merge_spill_dir", format!("{dir:?} is not an existing directory")));
+        }
     }
     let at_least_one = [
         ("limits.max_pending_logins", limits.max_pending_logins),
@@ -147,11 +177,13 @@ mod tests {
             admin_reserved_connections: 10_000,
             client_backlog_bytes: 1024,
             max_buffered_message_bytes: 1024,
+            merge_spill_dir: "/nonexistent/spill".to_owned(),
             ..Limits::default()
         };
         assert_eq!(
             keys(bad, general),
             [
+                "limits.merge_spill_dir",
                 "limits.max_pending_logins",
                 "limits.startup_timeout",
                 "limits.admin_reserved_connections",

@@ -14,6 +14,7 @@ mod fanouts;
 pub mod key_move;
 mod keys;
 pub mod params;
+mod placement;
 pub mod split;
 
 use route::{Access, Analysis, Outcome, Statement, StatementKind, TableRef};
@@ -23,6 +24,7 @@ use crate::config::{ShardingRules, TableRule, UnshardedTables};
 pub use fanouts::Fanouts;
 pub use keys::literal;
 pub use params::{Params, Raw};
+pub use placement::merge_placement;
 
 /// The session's sharding settings (`SET pgvia.shard`, `SET pgvia.sharding_key`,
 /// `search_path`). A comment hint in the statement wins over them.

@@ -86,11 +86,13 @@ pub struct Merge {
     /// The client did not ask for a RowDescription (extended protocol without Describe):
     /// the merged one is dropped.
     drop_description: bool,
+    /// The last drain stopped at a full slice of output; more needs no input.
+    more: bool,
 }
 
 impl Merge {
     pub fn new(merger: merge::Merger, lanes: usize, drop_description: bool) -> Merge {
-        Merge { merger, rows_done: vec![false; lanes], finished: false, drop_description }
+        Merge { merger, rows_done: vec![false; lanes], finished: false, drop_description, more: false }
     }
 
     /// The Bind's parameter values, for a `LIMIT $n` / `OFFSET $m`.
@@ -347,30 +349,43 @@ impl FanOut {
                 m.merger.shard_done(i)
             }
         };
+        if let Err(e) = fed {
+            self.merge_failed(&e, out);
+            return;
+        }
+        self.drain_merge(out);
+    }
+
+    /// Whether the merge has more rows ready without more input (a grouping's rows come in
+    /// slices): call [`FanOut::drain_merge`] again once `out` has gone to the client.
+    pub fn merge_has_more(&self) -> bool {
+        self.merge().is_some_and(|m| m.more && !m.finished) && !self.failed
+    }
+
+    /// Writes what the merge can produce now (one slice of a grouping's rows at most).
+    pub fn drain_merge(&mut self, out: &mut BytesMut) {
+        let Combine::Merge(m) = &mut self.combine else { return };
         let mut produced = BytesMut::new();
-        let drained = fed.and_then(|()| m.merger.drain(&mut produced));
+        let drained = m.merger.drain(&mut produced);
         if m.drop_description && produced.first() == Some(&tag::ROW_DESCRIPTION) {
             let len = u32::from_be_bytes([produced[1], produced[2], produced[3], produced[4]]) as usize;
             let _ = produced.split_to((len + 1).min(produced.len()));
             m.drop_description = false;
         }
+        out.extend_from_slice(&produced);
+        m.more = matches!(drained, Ok(merge::Drained::Full));
         match drained {
-            Ok(merge::Drained::Finished) => {
-                m.finished = true;
-                out.extend_from_slice(&produced);
-            }
-            Ok(merge::Drained::NeedInput) => out.extend_from_slice(&produced),
-            Err(e) => {
-                out.extend_from_slice(&produced);
-                wire::build::ErrorFields::with_code(
-                    wire::build::Severity::Error,
-                    e.sqlstate(),
-                    &e.to_string(),
-                )
-                .write(out);
-                self.fail_lanes();
-            }
+            Ok(merge::Drained::Finished) => m.finished = true,
+            Ok(merge::Drained::NeedInput | merge::Drained::Full) => {}
+            Err(e) => self.merge_failed(&e, out),
         }
+    }
+
+    /// A merge error is the client's error, as a shard's would be.
+    fn merge_failed(&mut self, e: &merge::MergeError, out: &mut BytesMut) {
+        wire::build::ErrorFields::with_code(wire::build::Severity::Error, e.sqlstate(), &e.to_string())
+            .write(out);
+        self.fail_lanes();
     }
 
     /// An error reached the client: every lane's remaining replies are dropped up to its own

@@ -282,6 +282,18 @@ impl ShardedSession<'_> {
                 .fan
                 .push(i, frame.into_bytes(), &mut self.to_client)
                 .map_err(|_| ServerError::Desync("shards answered the same request differently"))?;
+            // A grouping merge's rows come in slices once its input is over, each sent before
+            // the next is made.
+            while flight.fan.merge_has_more() {
+                if !flight.hold {
+                    self.flush_client().await.map_err(|e| match e {
+                        SessionError::ClientIo(e) => ServerError::Io(e),
+                        _ => ServerError::Desync("client write failed"),
+                    })?;
+                    flight.reply_start = 0;
+                }
+                flight.fan.drain_merge(&mut self.to_client);
+            }
             if !flight.hold && self.to_client.len() >= CLIENT_FLUSH {
                 self.flush_client().await.map_err(|e| match e {
                     SessionError::ClientIo(e) => ServerError::Io(e),

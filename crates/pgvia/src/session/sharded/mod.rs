@@ -517,7 +517,9 @@ impl<'a> ShardedSession<'a> {
     ) -> Result<Option<(String, fanout::Merge)>, (&'static str, String)> {
         let text = std::str::from_utf8(sql)
             .map_err(|_| ("0A000", "a cross-shard query must be valid UTF-8 to be merged".to_owned()))?;
-        let plan = merge::MergePlan::for_select(text).map_err(|e| (e.sqlstate(), e.to_string()))?;
+        let placement = sharding::merge_placement(&self.rules);
+        let plan = merge::MergePlan::for_select_placed(text, &placement)
+            .map_err(|e| (e.sqlstate(), e.to_string()))?;
         if plan.is_plain() {
             return Ok(None);
         }
@@ -526,7 +528,10 @@ impl<'a> ShardedSession<'a> {
             memory_budget: self.app.config().limits.merge_memory_budget as usize,
             text_order,
         };
-        let merger = merge::Merger::new(&plan, targets.len(), options);
+        let mut merger = merge::Merger::new(&plan, targets.len(), options);
+        if let Some(dir) = self.app.config().limits.merge_spill_path() {
+            merger.set_spill(Box::new(merge::DirStore::new(&dir)));
+        }
         Ok(Some((plan.shard_sql().to_owned(), fanout::Merge::new(merger, targets.len(), drop_description))))
     }
 

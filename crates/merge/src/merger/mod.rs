@@ -6,20 +6,32 @@
 //! come), DISTINCT keeps a set of the keys seen (or, under a DISTINCT ON order, only the
 //! last key), OFFSET/LIMIT count after the merge. With aggregates, groups accumulate in a
 //! map until every shard is done, then HAVING, ORDER BY and LIMIT apply. All buffered state
-//! counts against the memory budget.
+//! counts against the memory budget; past it, with a spill store, grouping and DISTINCT
+//! partition to spill files and the sort after grouping writes sorted runs (`grouping.rs`,
+//! `emit.rs`, `output.rs`).
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use wire::backend::BackendMessage;
 
-use crate::accum::{Acc, ACC_BYTES};
+use crate::accum::Acc;
 use crate::binary;
 use crate::error::MergeError;
-use crate::having;
 use crate::plan::{ColRef, Count, Distinct, MergePlan, OutCol, PlanKind, Spec};
-use crate::value::{self, Class, Value};
+use crate::spill::SpillStore;
+use crate::value::{Class, Value};
+
+mod emit;
+mod grouping;
+mod output;
+mod rows;
+
+use rows::{compare_rows, merged_sort_keys, put_field, rd_body, Layout, Row, ROW_BYTES};
+
+/// Bytes of output [`Merger::drain`] writes before it returns [`Drained::Full`] (a grouping's
+/// rows come all at once when the input ends; the client gets them in slices).
+const OUTPUT_SLICE: usize = 256 << 10;
 
 /// How text is ordered across shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,17 +64,9 @@ pub enum Drained {
     NeedInput,
     /// CommandComplete was written; remaining shard input (past a LIMIT) can be discarded.
     Finished,
-}
-
-/// Per-row bookkeeping bytes, on top of the values, for the memory budget.
-const ROW_BYTES: usize = 48;
-
-struct Row {
-    /// The shard's DataRow body, forwarded as it came when the row has no hidden columns.
-    body: Option<Bytes>,
-    cells: Vec<Option<Bytes>>,
-    keys: Vec<Option<Value>>,
-    size: usize,
+    /// The output holds a slice of the rows; write it to the client and call `drain` again
+    /// (no input is needed for the rest).
+    Full,
 }
 
 #[derive(Default)]
@@ -72,24 +76,11 @@ struct Input {
     rows: VecDeque<Row>,
 }
 
-/// Column facts fixed by the first RowDescription.
-struct Layout {
-    /// Shard columns: (type OID, format).
-    shard: Vec<(u32, i16)>,
-    visible: usize,
-    hidden: usize,
-    /// Merged columns' (class, type OID).
-    types: Vec<(Class, u32)>,
-    /// Merged columns' formats (0 text, 1 binary): the first part's.
-    formats: Vec<i16>,
-    /// Merged column of each sort key, with its direction.
-    sort: Vec<(usize, bool, bool)>,
-    distinct: Option<Vec<usize>>,
-}
-
 struct Group {
     first: Vec<Option<Bytes>>,
     accs: Vec<Option<Acc>>,
+    /// Bytes charged for this group (its key, first row and aggregate states).
+    size: usize,
 }
 
 /// Merges one statement's shard results. See the crate documentation for the protocol.
@@ -103,9 +94,23 @@ pub struct Merger {
     groups: HashMap<Vec<u8>, Group>,
     /// Template accumulators per merged column (None for plain columns).
     templates: Vec<Option<Acc>>,
-    ready: Option<VecDeque<Row>>,
+    ready: Option<output::Output>,
     seen: HashSet<Vec<u8>>,
+    /// Bytes of `seen`'s keys, given back when it is emptied.
+    seen_bytes: usize,
+    /// Under ORDER BY with DISTINCT, the sort keys of the run of rows `seen` covers.
+    prev_sort: Option<Vec<Option<Value>>>,
     prev_on: Option<Vec<u8>>,
+    /// Where state past the budget goes; `None`: exceeding the budget is an error.
+    store: Option<Box<dyn SpillStore>>,
+    /// Bytes written to spill files.
+    spilled: u64,
+    /// The grouping partition being finished (0: the shards' rows themselves).
+    level: u32,
+    overflow: Option<grouping::Overflow>,
+    /// The DISTINCT partition being deduplicated (0: the merged rows themselves).
+    dlevel: u32,
+    dspill: Option<emit::DistinctSpill>,
     skipped: u64,
     emitted: u64,
     used: usize,
@@ -132,13 +137,32 @@ impl Merger {
             templates: Vec::new(),
             ready: None,
             seen: HashSet::new(),
+            seen_bytes: 0,
+            prev_sort: None,
             prev_on: None,
+            store: None,
+            spilled: 0,
+            level: 0,
+            overflow: None,
+            dlevel: 0,
+            dspill: None,
             skipped: 0,
             emitted: 0,
             used: 0,
             finished: false,
             unbound,
         }
+    }
+
+    /// Lets the merge spill grouping, sorting and DISTINCT state past its budget to `store`
+    /// instead of failing (SQLSTATE 53200).
+    pub fn set_spill(&mut self, store: Box<dyn SpillStore>) {
+        self.store = Some(store);
+    }
+
+    /// Bytes this merge wrote to spill files so far.
+    pub fn spilled_bytes(&self) -> u64 {
+        self.spilled
     }
 
     /// The execution's parameter values (`(value, binary format)`, NULL as `None`), for a
@@ -415,44 +439,6 @@ impl Merger {
         Ok(())
     }
 
-    fn accumulate(&mut self, cells: Vec<Option<Bytes>>) -> Result<(), MergeError> {
-        let (Some(spec), Some(layout)) = (&self.spec, &self.layout) else { return Ok(()) };
-        let Some(g) = &spec.grouping else { return Ok(()) };
-        let mut key = Vec::new();
-        for k in &g.keys {
-            let c = match k {
-                ColRef::Visible(i) => *i,
-                ColRef::Hidden(h) => layout.visible + h,
-            };
-            let (oid, format) = layout.shard[c];
-            value::push_key(
-                &mut key,
-                Class::of(oid),
-                text_cell(oid, format, cells[c].as_deref())?.as_deref(),
-            )?;
-        }
-        let mut added = 0;
-        if !self.groups.contains_key(&key) {
-            added += key.len() + ROW_BYTES + cells.iter().flatten().map(Bytes::len).sum::<usize>();
-            added += self.templates.iter().flatten().count() * ACC_BYTES;
-            let group = Group { first: cells.clone(), accs: self.templates.clone() };
-            self.groups.insert(key.clone(), group);
-        }
-        let group = self.groups.get_mut(&key).ok_or_else(|| MergeError::Protocol("group vanished".into()))?;
-        for (j, acc) in group.accs.iter_mut().enumerate() {
-            let (Some(acc), OutCol::Agg { extra, .. }) = (acc, &g.cols[j]) else { continue };
-            let texts: Vec<Option<Cow<'_, [u8]>>> = std::iter::once(j)
-                .chain(extra.iter().copied())
-                .map(|c| text_cell(layout.shard[c].0, layout.shard[c].1, cells[c].as_deref()))
-                .collect::<Result<_, _>>()?;
-            let parts: Vec<Option<&[u8]>> = texts.iter().map(|t| t.as_deref()).collect();
-            let oids: Vec<u32> =
-                std::iter::once(j).chain(extra.iter().copied()).map(|c| layout.shard[c].0).collect();
-            added += acc.add(&parts, &oids)?;
-        }
-        self.charge(added)
-    }
-
     /// The shard sent CommandComplete: it has no more rows.
     pub fn shard_done(&mut self, shard: usize) -> Result<(), MergeError> {
         self.input(shard)?.done = true;
@@ -497,11 +483,16 @@ impl Merger {
             if self.ready.is_none() {
                 self.ready = Some(self.finalize()?);
             }
-            while let Some(row) = self.ready.as_mut().and_then(VecDeque::pop_front) {
+            while let (Some(ready), Some(layout)) = (self.ready.as_mut(), self.layout.as_ref()) {
+                let Some(row) = ready.next(layout)? else { break };
                 if !self.emit(row, out)? {
-                    break;
+                    return self.finish(out);
+                }
+                if out.len() >= OUTPUT_SLICE {
+                    return Ok(Drained::Full);
                 }
             }
+            self.flush_distinct(out)?;
             return self.finish(out);
         }
         loop {
@@ -515,6 +506,7 @@ impl Merger {
             };
             let Some(shard) = next else {
                 if self.inputs.iter().all(|i| i.done) {
+                    self.flush_distinct(out)?;
                     return self.finish(out);
                 }
                 return Ok(Drained::NeedInput);
@@ -546,223 +538,14 @@ impl Merger {
             for input in &mut self.inputs {
                 input.rows.clear();
             }
+            // Dropping the spill files removes them.
             self.groups.clear();
             self.seen.clear();
+            self.ready = None;
+            self.overflow = None;
+            self.dspill = None;
             self.used = 0;
         }
         Ok(Drained::Finished)
     }
-
-    /// Applies DISTINCT, OFFSET and LIMIT to one merged row and writes it; false once the
-    /// LIMIT is reached.
-    fn emit(&mut self, row: Row, out: &mut BytesMut) -> Result<bool, MergeError> {
-        let (Some(layout), spec) = (&self.layout, &self.spec) else { return Ok(false) };
-        if let Some(spec) = spec {
-            if spec.limit.is_some_and(|l| self.emitted >= l) {
-                return Ok(false);
-            }
-            if let Some(cols) = &layout.distinct {
-                let mut key = Vec::new();
-                for &c in cols {
-                    let text = text_cell(layout.types[c].1, layout.formats[c], row.cells[c].as_deref())?;
-                    value::push_key(&mut key, layout.types[c].0, text.as_deref())?;
-                }
-                let streaming_on = matches!(spec.distinct, Distinct::On(_)) && !spec.sort.is_empty();
-                if streaming_on {
-                    // Sorted by the DISTINCT ON keys first: equal keys are adjacent.
-                    if self.prev_on.as_ref() == Some(&key) {
-                        return Ok(true);
-                    }
-                    self.prev_on = Some(key);
-                } else {
-                    if self.seen.contains(&key) {
-                        return Ok(true);
-                    }
-                    let size = key.len() + ROW_BYTES;
-                    self.seen.insert(key);
-                    self.used += size;
-                    if self.used > self.opts.memory_budget {
-                        return Err(MergeError::MemoryBudget { budget: self.opts.memory_budget });
-                    }
-                }
-            }
-            if self.skipped < spec.offset {
-                self.skipped += 1;
-                return Ok(true);
-            }
-        }
-        let visible = layout.visible;
-        if let Some(body) = &row.body {
-            wire::build::frame(out, b'D', |b| b.put_slice(body));
-            self.emitted += 1;
-            return Ok(self.spec.as_ref().and_then(|s| s.limit).is_none_or(|l| self.emitted < l));
-        }
-        wire::build::frame(out, b'D', |b| {
-            b.put_i16(visible as i16);
-            for cell in row.cells.iter().take(visible) {
-                match cell {
-                    Some(v) => {
-                        b.put_i32(v.len() as i32);
-                        b.put_slice(v);
-                    }
-                    None => b.put_i32(-1),
-                }
-            }
-        });
-        self.emitted += 1;
-        Ok(self.spec.as_ref().and_then(|s| s.limit).is_none_or(|l| self.emitted < l))
-    }
-
-    /// Every shard is done: groups become rows, filtered by HAVING and sorted.
-    fn finalize(&mut self) -> Result<VecDeque<Row>, MergeError> {
-        let (Some(spec), Some(layout)) = (&self.spec, &self.layout) else { return Ok(VecDeque::new()) };
-        let Some(g) = &spec.grouping else { return Ok(VecDeque::new()) };
-        let merged = layout.visible + layout.hidden;
-        let mut rows = Vec::with_capacity(self.groups.len());
-        for (_, group) in self.groups.drain() {
-            // Text for HAVING and sorting; the client's format for output.
-            let mut texts: Vec<Option<Bytes>> = Vec::with_capacity(merged);
-            let mut cells = Vec::with_capacity(merged);
-            for j in 0..merged {
-                let (oid, format) = (layout.types[j].1, layout.formats[j]);
-                match &group.accs[j] {
-                    Some(acc) => {
-                        let text = acc.finish()?;
-                        let out = match (&text, format) {
-                            (Some(t), 1) => Some(Bytes::from(binary::from_text(oid, t)?)),
-                            _ => text.clone().map(Bytes::from),
-                        };
-                        texts.push(text.map(Bytes::from));
-                        cells.push(out);
-                    }
-                    None => {
-                        let raw = group.first[j].clone();
-                        texts.push(
-                            text_cell(oid, format, raw.as_deref())?.map(|t| Bytes::copy_from_slice(&t)),
-                        );
-                        cells.push(raw);
-                    }
-                }
-            }
-            if let Some(cond) = &g.having {
-                let idx = |c: ColRef| match c {
-                    ColRef::Visible(i) => i,
-                    ColRef::Hidden(k) => layout.visible + k,
-                };
-                let cell = |c: ColRef| {
-                    let i = idx(c);
-                    (texts[i].as_deref(), layout.types[i].0, layout.types[i].1)
-                };
-                let text_order = self.opts.text_order == TextOrder::Bytes;
-                if having::eval(cond, &cell, text_order)? != Some(true) {
-                    continue;
-                }
-            }
-            let keys = merged_sort_keys(layout, &texts, false)?;
-            rows.push(Row { body: None, cells, keys, size: 0 });
-        }
-        if !layout.sort.is_empty() {
-            rows.sort_by(|a, b| compare_rows(layout, a, b));
-        }
-        Ok(rows.into())
-    }
-}
-
-/// A cell as text: binary-format cells converted, text ones borrowed.
-fn text_cell(oid: u32, format: i16, cell: Option<&[u8]>) -> Result<Option<Cow<'_, [u8]>>, MergeError> {
-    match cell {
-        None => Ok(None),
-        Some(b) if format == 1 => Ok(Some(Cow::Owned(binary::to_text(oid, b)?))),
-        Some(b) => Ok(Some(Cow::Borrowed(b))),
-    }
-}
-
-/// Decoded sort keys of a row; `in_format`: cells are in the columns' formats (else text).
-fn merged_sort_keys(
-    layout: &Layout,
-    cells: &[Option<Bytes>],
-    in_format: bool,
-) -> Result<Vec<Option<Value>>, MergeError> {
-    layout
-        .sort
-        .iter()
-        .map(|&(c, _, _)| {
-            let (class, oid) = layout.types[c];
-            let format = if in_format { layout.formats[c] } else { 0 };
-            text_cell(oid, format, cells[c].as_deref())?.map(|t| value::decode(class, oid, &t)).transpose()
-        })
-        .collect()
-}
-
-fn compare_rows(layout: &Layout, a: &Row, b: &Row) -> std::cmp::Ordering {
-    use std::cmp::Ordering::*;
-    for (i, &(_, desc, nulls_first)) in layout.sort.iter().enumerate() {
-        let ord = match (&a.keys[i], &b.keys[i]) {
-            (None, None) => Equal,
-            (None, Some(_)) => {
-                if nulls_first {
-                    Less
-                } else {
-                    Greater
-                }
-            }
-            (Some(_), None) => {
-                if nulls_first {
-                    Greater
-                } else {
-                    Less
-                }
-            }
-            (Some(x), Some(y)) => {
-                let o = value::compare(x, y);
-                if desc {
-                    o.reverse()
-                } else {
-                    o
-                }
-            }
-        };
-        if ord != Equal {
-            return ord;
-        }
-    }
-    Equal
-}
-
-#[allow(clippy::too_many_arguments)]
-fn put_field(
-    b: &mut BytesMut,
-    name: &str,
-    table: u32,
-    attnum: i16,
-    oid: u32,
-    len: i16,
-    typmod: i32,
-    format: i16,
-) {
-    wire::build::put_cstr(b, name.as_bytes());
-    b.put_u32(table);
-    b.put_i16(attnum);
-    b.put_u32(oid);
-    b.put_i16(len);
-    b.put_i32(typmod);
-    b.put_i16(format);
-}
-
-fn rd_body(rd: &wire::backend::RowDescription<'_>, fields: &[wire::backend::Column<'_>]) -> Vec<u8> {
-    let mut body = BytesMut::new();
-    body.put_i16(rd.len() as i16);
-    for f in fields {
-        put_field(
-            &mut body,
-            f.name,
-            f.table_oid,
-            f.column_id,
-            f.type_oid,
-            f.type_size,
-            f.type_modifier,
-            f.format,
-        );
-    }
-    body.to_vec()
 }
