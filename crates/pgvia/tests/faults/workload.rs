@@ -114,12 +114,56 @@ async fn write_one(
     tx.commit().await
 }
 
-async fn connect_writer(
-    conninfo: &str,
-) -> Result<(Client, tokio_postgres::Statement), tokio_postgres::Error> {
-    let c = connect(conninfo).await?;
-    let insert = c.prepare(INSERT).await?;
-    Ok((c, insert))
+/// How a writer's connection task ended: the SQLSTATE, if an ErrorResponse ended it, and
+/// the error's text.
+type Ended = Arc<Mutex<Option<(Option<String>, String)>>>;
+
+/// A writer's connection. tokio-postgres hands an ErrorResponse that arrives while no call
+/// waits (a FATAL sent between transactions) to the connection task, not to a call, and the
+/// next call then sees a bare `Closed`; `ended` keeps what the task saw, so the SQLSTATE that
+/// was sent is still counted, and anything else (a silent close, an unexpected message) is
+/// reported with its cause.
+struct WriterConn {
+    client: Client,
+    insert: tokio_postgres::Statement,
+    ended: Ended,
+}
+
+async fn connect_writer(conninfo: &str) -> Result<WriterConn, tokio_postgres::Error> {
+    let (client, conn) = tokio_postgres::connect(conninfo, tokio_postgres::NoTls).await?;
+    let ended: Ended = Arc::default();
+    tokio::spawn({
+        let ended = ended.clone();
+        async move {
+            let end = match conn.await {
+                Ok(()) => (None, "the connection closed without an error".to_owned()),
+                Err(e) => (e.as_db_error().map(|d| d.code().code().to_owned()), format!("{e:?}")),
+            };
+            *ended.lock().unwrap() = Some(end);
+        }
+    });
+    let insert = client.prepare(INSERT).await?;
+    Ok(WriterConn { client, insert, ended })
+}
+
+impl WriterConn {
+    /// A bare `Closed` explained by how the connection ended (waiting briefly for its task,
+    /// which records the end just after the call saw the channel close).
+    async fn explain(&self, (f, text): (Failure, String)) -> (Failure, String) {
+        if f != Failure::Closed {
+            return (f, text);
+        }
+        for _ in 0..20 {
+            if let Some((code, why)) = self.ended.lock().unwrap().clone() {
+                return match code {
+                    Some(code) => (Failure::Sql(code), format!("{text}; sent between calls: {why}")),
+                    None => (f, format!("{text}; connection task: {why}")),
+                };
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (f, format!("{text}; connection task still running"))
+    }
 }
 
 impl Writers {
@@ -132,17 +176,14 @@ impl Writers {
                 let (stop, ledger, tally) = (stop.clone(), ledger.clone(), tally.clone());
                 let (conninfo, scenario) = (conninfo.clone(), scenario.to_owned());
                 tokio::spawn(async move {
-                    let mut client: Option<(Client, tokio_postgres::Statement)> = None;
+                    let mut client: Option<WriterConn> = None;
                     let mut seq = 0;
                     while !stop.load(Ordering::Relaxed) {
                         let started = Instant::now();
-                        let (c, insert) = match client.as_mut() {
-                            Some((c, insert)) if !c.is_closed() => (c, &*insert),
+                        let c = match client.as_mut() {
+                            Some(c) if !c.client.is_closed() => c,
                             _ => match bounded(connect_writer(&conninfo)).await {
-                                Ok(c) => {
-                                    let (c, insert) = client.insert(c);
-                                    (c, &*insert)
-                                }
+                                Ok(c) => client.insert(c),
                                 Err(f) => {
                                     tally.lock().unwrap().fail("connect", f, started.elapsed());
                                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -152,12 +193,13 @@ impl Writers {
                         };
                         seq += 1;
                         let started = Instant::now();
-                        match bounded(write_one(c, insert, &scenario, w, seq)).await {
+                        match bounded(write_one(&mut c.client, &c.insert, &scenario, w, seq)).await {
                             Ok(()) => {
                                 ledger.lock().unwrap().acked.insert((w, seq));
                                 tally.lock().unwrap().ok += 1;
                             }
                             Err(f) => {
+                                let f = c.explain(f).await;
                                 ledger.lock().unwrap().unknown.insert((w, seq));
                                 if f.0 != Failure::Sql("57014".into()) {
                                     client = None;
@@ -224,9 +266,9 @@ pub async fn time_to_heal(conninfo: &str, scenario: &str, limit: Duration) -> Op
     let started = Instant::now();
     while started.elapsed() < limit {
         let attempt = async {
-            let (mut c, insert) = connect_writer(conninfo).await?;
-            c.simple_query("SELECT 1").await?;
-            write_one(&mut c, &insert, scenario, 1000, 1).await
+            let mut c = connect_writer(conninfo).await?;
+            c.client.simple_query("SELECT 1").await?;
+            write_one(&mut c.client, &c.insert, scenario, 1000, 1).await
         };
         if let Ok(Ok(())) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
             return Some(started.elapsed());
