@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::output::{self, Output, Sorter};
-use super::rows::{merged_sort_keys, text_cell, Row};
+use super::rows::{merged_sort_keys, text_cell, Row, MALLOC_BYTES};
 use super::{Group, Merger, TextOrder};
 use crate::accum::ACC_BYTES;
 use crate::binary;
@@ -40,9 +40,6 @@ pub(super) struct Overflow {
 fn group_limit(budget: usize, level: u32) -> usize {
     budget / 2 - ((budget / 4) >> level.min(31))
 }
-
-/// Bytes the allocator adds to each allocation, roughly.
-pub(super) const MALLOC_BYTES: usize = 16;
 
 /// A copy of a row's cells in one buffer of their own: the cells the shard sent are slices
 /// of the connection's read buffer, which a group kept for the whole merge would hold alive.

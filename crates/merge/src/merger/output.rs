@@ -6,8 +6,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use super::grouping::MALLOC_BYTES;
-use super::rows::{compare_rows, Layout, Row};
+use super::rows::{compare_rows, Layout, Row, MALLOC_BYTES};
 use crate::error::MergeError;
 use crate::spill::{self, io_error, SpillFile, SpillStore};
 use crate::value::{self, Value};

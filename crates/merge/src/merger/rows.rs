@@ -8,6 +8,9 @@ use crate::binary;
 use crate::error::MergeError;
 use crate::value::{self, Class, Value};
 
+/// Bytes the allocator adds to each allocation, roughly.
+pub(super) const MALLOC_BYTES: usize = 16;
+
 /// Per-row bookkeeping bytes, on top of the values, for the memory budget.
 pub(super) const ROW_BYTES: usize = 48;
 
