@@ -35,6 +35,17 @@ pub fn put_cstr(buf: &mut BytesMut, s: &[u8]) {
     buf.put_u8(0);
 }
 
+/// One value as DataRow and Bind carry it: its length and bytes, or -1 for NULL.
+pub fn put_value(buf: &mut BytesMut, value: Option<&[u8]>) {
+    match value {
+        Some(v) => {
+            buf.put_i32(i32::try_from(v.len()).unwrap_or(i32::MAX));
+            buf.put_slice(v);
+        }
+        None => buf.put_i32(-1),
+    }
+}
+
 // ---- backend messages (pgvia as the server) ----
 
 /// Severity of an ErrorResponse or NoticeResponse pgvia writes.
@@ -272,13 +283,7 @@ pub fn bind_text<'v>(buf: &mut BytesMut, params: impl ExactSizeIterator<Item = O
         b.put_i16(0);
         b.put_i16(i16::try_from(params.len()).unwrap_or(i16::MAX));
         for p in params {
-            match p {
-                Some(v) => {
-                    b.put_i32(i32::try_from(v.len()).unwrap_or(i32::MAX));
-                    b.put_slice(v);
-                }
-                None => b.put_i32(-1),
-            }
+            put_value(b, p);
         }
         b.put_i16(0);
     });

@@ -117,13 +117,7 @@ impl Merger {
             wire::build::frame(out, b'D', |b| {
                 b.put_i16(visible as i16);
                 for cell in row.cells.iter().take(visible) {
-                    match cell {
-                        Some(v) => {
-                            b.put_i32(v.len() as i32);
-                            b.put_slice(v);
-                        }
-                        None => b.put_i32(-1),
-                    }
+                    wire::build::put_value(b, cell.as_deref());
                 }
             });
         }

@@ -75,13 +75,7 @@ fn data_row(out: &mut BytesMut, cells: &[Option<&[u8]>]) {
     wire::build::frame(out, be::DATA_ROW, |b| {
         b.put_i16(cells.len() as i16);
         for c in cells {
-            match c {
-                Some(v) => {
-                    b.put_i32(v.len() as i32);
-                    b.put_slice(v);
-                }
-                None => b.put_i32(-1),
-            }
+            wire::build::put_value(b, *c);
         }
     });
 }
@@ -176,13 +170,7 @@ fn bind_for_move(out: &mut BytesMut, b: &wire::frontend::Bind<'_>) {
         let values: Vec<Option<&[u8]>> = b.params.iter().collect();
         m.put_i16(values.len() as i16);
         for v in values {
-            match v {
-                Some(v) => {
-                    m.put_i32(v.len() as i32);
-                    m.put_slice(v);
-                }
-                None => m.put_i32(-1),
-            }
+            wire::build::put_value(m, v);
         }
         let results: Vec<i16> = b.result_formats.iter().collect();
         let extra = if results.len() > 1 { HIDDEN } else { 0 };
