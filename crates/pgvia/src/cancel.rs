@@ -11,7 +11,7 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use bytes::{Bytes, BytesMut};
 use rand::RngCore;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use subtle::ConstantTimeEq;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -86,11 +86,61 @@ impl Drop for InFlightGuard {
 pub struct CancelSlot {
     secret: Box<[u8]>,
     target: ArcSwapOption<CancelTarget>,
+    queued: QueuedRequest,
+}
+
+/// Whether the client's request waits for a pool server, and whether a cancel came for it
+/// meanwhile: such a request has no server to signal, so its session answers the cancel.
+#[derive(Debug, Default)]
+struct QueuedRequest {
+    state: AtomicU8,
+    cancelled: Notify,
+}
+
+const NOT_QUEUED: u8 = 0;
+const QUEUED: u8 = 1;
+const QUEUED_AND_CANCELLED: u8 = 2;
+
+/// The time a session's request waits for a server (see [`CancelSlot::queue`]).
+pub struct Queued<'a>(&'a QueuedRequest);
+
+impl Queued<'_> {
+    /// Resolves once a cancel has come for the waiting request.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.0.cancelled.notified();
+            if self.0.state.load(Ordering::SeqCst) == QUEUED_AND_CANCELLED {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Ends the wait once the server is the slot's target; true when a cancel came before
+    /// that, so it reached no server and is the session's to answer.
+    pub fn finish(self) -> bool {
+        let before = self.0.state.swap(NOT_QUEUED, Ordering::SeqCst);
+        std::mem::forget(self);
+        before == QUEUED_AND_CANCELLED
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.state.store(NOT_QUEUED, Ordering::SeqCst);
+    }
 }
 
 impl CancelSlot {
     pub fn set(&self, target: Option<CancelTarget>) {
         self.target.store(target.map(Arc::new));
+    }
+
+    /// Marks the client's request as waiting for a server until the returned guard is
+    /// finished or dropped. A cancel meanwhile is kept for the session instead of dropped.
+    pub fn queue(&self) -> Queued<'_> {
+        self.queued.state.store(QUEUED, Ordering::SeqCst);
+        Queued(&self.queued)
     }
 
     /// The server the client is using now, if any (for the admin console).
@@ -167,7 +217,11 @@ impl CancelRegistry {
                 break secret;
             }
         };
-        let slot = Arc::new(CancelSlot { secret: secret.clone(), target: ArcSwapOption::empty() });
+        let slot = Arc::new(CancelSlot {
+            secret: secret.clone(),
+            target: ArcSwapOption::empty(),
+            queued: QueuedRequest::default(),
+        });
         list.push(slot.clone());
         CancelKey { process_id, secret, slot, registry: self.clone() }
     }
@@ -185,6 +239,18 @@ impl CancelRegistry {
                 .find(|s| s.secret.len() == secret.len() && bool::from(s.secret.ct_eq(secret)))
                 .cloned()?
         };
+        // A request still waiting for a server is cancelled by its session. Marked before the
+        // target is read: a session that sets its target and then finishes the wait either
+        // sees this mark or has set the target this lookup then reads.
+        let queued = &slot.queued;
+        if queued
+            .state
+            .compare_exchange(QUEUED, QUEUED_AND_CANCELLED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            queued.cancelled.notify_waiters();
+            return None;
+        }
         let target = slot.target.load_full()?;
         // Counted in flight before the target is confirmed: a session giving its server back
         // clears the slot and then waits for the count, so either it sees this cancel and

@@ -171,3 +171,74 @@ async fn a_second_cancel_does_not_end_the_session() {
     drop(client);
     proxy.assert_no_leaks().await;
 }
+
+/// What a batch of replies was, with each ReadyForQuery's status and each error's SQLSTATE:
+/// `E57014 Z(I)`.
+fn outline(msgs: &[Msg]) -> String {
+    let word = |m: &Msg| match m.tag {
+        b'Z' => format!("Z({})", char::from(m.body[0])),
+        b'E' => format!("E{}", m.sqlstate().unwrap_or_default()),
+        b'C' => format!("C({})", text(&m.body).trim_end_matches('\0')),
+        t => char::from(t).to_string(),
+    };
+    msgs.iter().map(word).collect::<Vec<_>>().join(" ")
+}
+
+/// A request waiting for a pool server has no server to signal: its cancel is answered by
+/// pgvia with 57014, nothing of the request runs, and the session goes on, as a query
+/// cancelled at once would directly. Inside a transaction the transaction fails, and the
+/// server then gives PostgreSQL's own answers for it (25P02, COMMIT reported as ROLLBACK).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_while_waiting_for_a_server_is_answered() {
+    let pg = start_pg();
+    let proxy =
+        TestProxy::start(&ConfigBuilder::new(&pg).pool("pool_mode = \"transaction\"\npool_size = 1")).await;
+    let holder = proxy.connect(USER, PASSWORD, DB).await;
+    let mut waiter = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.unwrap();
+    let (pid, secret) = waiter.key.expect("BackendKeyData from pgvia");
+    holder.batch_execute("CREATE TABLE IF NOT EXISTS cancelled_waits (n int)").await.unwrap();
+
+    // Sends `request`, checks it waits (the holder has the only server), cancels it, and
+    // returns the replies.
+    async fn cancelled(proxy: &TestProxy, waiter: &mut RawConn, key: (i32, i32), request: &[u8]) -> String {
+        waiter.send(request).await;
+        let early = tokio::time::timeout(Duration::from_millis(300), waiter.recv()).await;
+        assert!(early.is_err(), "the request waits, but got {early:?}");
+        let sent = Instant::now();
+        send_cancel(proxy, key.0, key.1).await;
+        let replies = waiter.until_ready().await;
+        assert!(sent.elapsed() < Duration::from_secs(1), "the cancel took {:?}", sent.elapsed());
+        outline(&replies)
+    }
+
+    holder.batch_execute("BEGIN; SELECT 1").await.unwrap();
+    let insert = query("INSERT INTO cancelled_waits VALUES (1)");
+    assert_eq!(cancelled(&proxy, &mut waiter, (pid, secret), &insert).await, "E57014 Z(I)");
+    let mut batch = common::raw::parse("", "INSERT INTO cancelled_waits VALUES ($1::int)");
+    batch.extend(common::raw::bind("", "", &[Some("2")]));
+    batch.extend(common::raw::execute("", 0));
+    batch.extend(common::raw::sync());
+    assert_eq!(cancelled(&proxy, &mut waiter, (pid, secret), &batch).await, "E57014 Z(I)");
+
+    // In a transaction pgvia began for the client (no server yet).
+    waiter.send(&query("BEGIN")).await;
+    assert_eq!(outline(&waiter.until_ready().await), "C(BEGIN) Z(T)");
+    let insert = query("INSERT INTO cancelled_waits VALUES (3)");
+    assert_eq!(cancelled(&proxy, &mut waiter, (pid, secret), &insert).await, "E57014 Z(E)");
+    holder.batch_execute("COMMIT").await.unwrap();
+    waiter.send(&query("SELECT 1")).await;
+    assert_eq!(outline(&waiter.until_ready().await), "E25P02 Z(E)");
+    waiter.send(&query("COMMIT")).await;
+    assert_eq!(outline(&waiter.until_ready().await), "C(ROLLBACK) Z(I)");
+    waiter.send(&query("SELECT count(*) FROM cancelled_waits")).await;
+    let replies = waiter.until_ready().await;
+    assert_eq!(outline(&replies), "T D C(SELECT 1) Z(I)");
+    assert!(replies[1].body.ends_with(b"\x00\x00\x00\x010"), "nothing cancelled ran: {:?}", replies[1]);
+
+    // The one server served everyone and was never closed.
+    assert_eq!(proxy.servers_created(), 1);
+    drop(holder);
+    drop(waiter);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}

@@ -32,6 +32,23 @@ impl ClientStream {
         matches!(self, Self::Tls(_) | Self::Memory(_, Carrier::Tls))
     }
 
+    /// Reads and drops what the client still sends until it closes, for at most `limit` (see
+    /// the session's `last_words`). An in-memory client's end belongs to the gateway, which
+    /// reads every byte already, so it has nothing to wait for.
+    pub async fn drain_until_closed(&mut self, limit: std::time::Duration) {
+        use tokio::io::AsyncReadExt;
+        // TLS records are dropped unread: the raw bytes are all that must be consumed.
+        let raw: &mut (dyn AsyncRead + Unpin + Send) = match self {
+            Self::Plain(s) => s,
+            Self::Tls(s) => &mut s.get_mut().0,
+            Self::Unix(s) => s,
+            Self::Memory(..) => return,
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut sink = [0u8; 256];
+        while let Ok(Ok(1..)) = tokio::time::timeout_at(deadline, raw.read(&mut sink)).await {}
+    }
+
     /// The common name of the certificate the client showed over TLS (rustls has checked it
     /// against `client_tls_ca_file`), if it showed one.
     pub fn peer_common_name(&self) -> Option<String> {

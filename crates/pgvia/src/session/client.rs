@@ -5,16 +5,16 @@ use std::sync::Arc;
 
 use bytes::Buf;
 use bytes::BytesMut;
-use route::StatementKind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
-use wire::backend::TransactionStatus;
 use wire::frontend::FrontendMessage;
 use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
 
+use super::deferred::DeferredBegin;
 use super::error::SessionError;
 use super::exchange::{self, Buffers, RelayEnd};
+use super::local::{local_answer, Local};
 use super::memo::QueryMemo;
 use super::relay;
 use super::settings;
@@ -35,51 +35,12 @@ use crate::server::tracker::{Pending, Replies, Request};
 use crate::server::CANCEL_SETTLE;
 use crate::server::{ServerError, ServerParams};
 
-/// A transaction-control statement pgvia answers itself while the client holds no server.
-enum Local {
-    /// A lone `BEGIN`/`START TRANSACTION`: the server is taken at the first real statement, so
-    /// where that statement should run can still be chosen. Carries the command tag.
-    Begin(&'static str),
-    /// `COMMIT`/`ROLLBACK` of a transaction that never needed a server.
-    End(&'static str),
-    /// Statement mode: a Query that opens a transaction block.
-    RefuseQuery,
-    /// Statement mode: a Parse that opens a transaction block; what follows up to the Sync is
-    /// discarded.
-    RefuseParse,
-    /// `SET pgvia.role` / `RESET pgvia.role`: where this session's transactions go; `None`
-    /// for a value that is not a role.
-    SetRole(Option<RolePreference>, &'static str),
-    /// `SHOW pgvia.role`.
-    ShowRole,
-    /// A message after a refused Parse, up to and including the Sync.
-    Discard,
-}
-
-/// Whether a simple query is a lone transaction-control statement that needs no server yet.
-fn local_answer(analysis: &route::Analysis, sql: &[u8], begun: bool) -> Option<Local> {
-    if analysis.is_conservative() || analysis.len() != 1 {
-        return None;
-    }
-    let statement = analysis.statement(0)?;
-    if let Some((role, tag)) = decide::role_setting(analysis) {
-        return Some(Local::SetRole(role, tag));
-    }
-    if decide::shows_role(analysis) {
-        return Some(Local::ShowRole);
-    }
-    match (statement.kind(), begun) {
-        (StatementKind::Begin(_), false) => {
-            // A lone BEGIN has no constants, so its analysis is its own text's (not a shape's)
-            // and the location is in `sql`.
-            let text = sql.get(statement.location())?;
-            let started = text.trim_ascii_start().get(..5).is_some_and(|w| w.eq_ignore_ascii_case(b"START"));
-            Some(Local::Begin(if started { "START TRANSACTION" } else { "BEGIN" }))
-        }
-        (StatementKind::Commit { chain: false }, true) => Some(Local::End("COMMIT")),
-        (StatementKind::Rollback { chain: false }, true) => Some(Local::End("ROLLBACK")),
-        _ => None,
-    }
+/// How the wait for a server ended.
+enum Assigned {
+    /// The session holds it.
+    Server,
+    /// A cancel came first; the request is the session's to answer.
+    Cancelled,
 }
 
 pub struct Session<'a> {
@@ -109,7 +70,7 @@ pub struct Session<'a> {
     pub shutdown: watch::Receiver<Phase>,
     pub server: Option<Checkout>,
     /// A `BEGIN` answered locally, to be sent ahead of the client's next statement.
-    pub deferred_begin: Option<bytes::Bytes>,
+    pub deferred_begin: Option<DeferredBegin>,
     /// Idle, idle-in-transaction and query time limits.
     pub timers: Timers,
     /// Statement mode refused a Parse: the client's messages up to its Sync are discarded.
@@ -229,8 +190,13 @@ impl Session<'_> {
                 }
                 let Buffers { first, from_client, .. } = &mut self.bufs;
                 first.keep(from_client, self.deferred_begin.as_ref());
-                if let Err(e) = self.assign().await {
-                    return RelayEnd::Error(e);
+                match self.assign().await {
+                    Ok(Assigned::Server) => {}
+                    Ok(Assigned::Cancelled) => {
+                        self.answer_cancelled();
+                        continue;
+                    }
+                    Err(e) => return RelayEnd::Error(e),
                 }
             }
             let Some(checkout) = self.server.as_mut() else { continue };
@@ -310,6 +276,8 @@ impl Session<'_> {
                     // Garbage must not cost a server: check the first message before asking
                     // the pool for one.
                     let frame = &self.bufs.from_client[..len];
+                    // A transaction that failed without a server is the server's to answer.
+                    let failed = matches!(self.deferred_begin, Some(DeferredBegin::Failed(_)));
                     let local = match (frame[0], FrontendMessage::parse_body(frame[0], &frame[5..])) {
                         (_, Err(e)) if frame[0] != wire::frontend::tag::COPY_DATA => {
                             return Some(RelayEnd::Error(e.into()))
@@ -325,7 +293,7 @@ impl Session<'_> {
                             statement_mode::opens_transaction(&analysis).then_some(Local::RefuseParse)
                         }
                         (_, Ok(FrontendMessage::Query { sql }))
-                            if self.pool.settings.pool_mode != PoolMode::Session =>
+                            if self.pool.settings.pool_mode != PoolMode::Session && !failed =>
                         {
                             let analysis = self.memo.analyze(&self.app.analyzer, sql);
                             local_answer(&analysis, sql, self.deferred_begin.is_some())
@@ -335,7 +303,7 @@ impl Session<'_> {
                     // Answers without a server come without a read of the socket per
                     // message: charge each to the task's budget, so a client pipelining
                     // them (a flood of lone prepares) yields its worker now and then.
-                    if local.is_none() && self.answer_statement_command(len) {
+                    if local.is_none() && !failed && self.answer_statement_command(len) {
                         tokio::task::consume_budget().await;
                         continue;
                     }
@@ -410,76 +378,23 @@ impl Session<'_> {
         }
     }
 
-    /// Answers a transaction-control statement without a server (see [`local_answer`]).
-    fn answer_locally(&mut self, local: Local, len: usize) {
-        let frame = self.bufs.from_client.split_to(len);
-        let out = &mut self.bufs.to_client;
-        // A BEGIN answered locally is a transaction as far as the client knows.
-        let local_status = match self.deferred_begin {
-            Some(_) => TransactionStatus::InTransaction,
-            None => TransactionStatus::Idle,
-        };
-        let (tag, status) = match local {
-            Local::RefuseQuery => {
-                statement_mode::write_refusal(out);
-                wire::build::ready_for_query(out, TransactionStatus::Idle.as_byte());
-                return;
-            }
-            Local::RefuseParse => {
-                statement_mode::write_refusal(out);
-                self.discard_until_sync = true;
-                return;
-            }
-            Local::ShowRole => {
-                use crate::admin::rows::{Kind, RowSet};
-                let mut rows = RowSet::new(&[(decide::ROLE_SETTING, Kind::Text)]);
-                rows.push(vec![self.role.as_str().into()]);
-                rows.write(out, "SHOW");
-                wire::build::ready_for_query(out, local_status.as_byte());
-                return;
-            }
-            Local::SetRole(role, tag) => {
-                match role {
-                    Some(role) => {
-                        self.role = role;
-                        wire::build::command_complete(out, tag);
-                    }
-                    None => wire::build::ErrorFields::error(
-                        SqlState::INVALID_PARAMETER_VALUE,
-                        "invalid value for parameter \"pgvia.role\": expected primary, replica or auto",
-                    )
-                    .write(out),
-                }
-                wire::build::ready_for_query(out, local_status.as_byte());
-                return;
-            }
-            Local::Discard => {
-                if frame[0] == wire::frontend::tag::SYNC {
-                    self.discard_until_sync = false;
-                    wire::build::ready_for_query(out, TransactionStatus::Idle.as_byte());
-                }
-                return;
-            }
-            Local::Begin(tag) => {
-                self.deferred_begin = Some(frame.freeze());
-                (tag, TransactionStatus::InTransaction)
-            }
-            Local::End(tag) => {
-                self.deferred_begin = None;
-                (tag, TransactionStatus::Idle)
-            }
-        };
-        wire::build::command_complete(&mut self.bufs.to_client, tag);
-        wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
-    }
-
     /// Takes a server from the pool, brings it to the client's settings, tells the client
-    /// about parameters that differ from what it was told, and points cancels at it.
-    async fn assign(&mut self) -> Result<(), SessionError> {
+    /// about parameters that differ from what it was told, and points cancels at it. A
+    /// cancel that comes while the request waits (`Assigned::Cancelled`) is the session's to
+    /// answer: the request then goes to no server.
+    async fn assign(&mut self) -> Result<Assigned, SessionError> {
         let timeout = self.app.config().general.server_reset_timeout;
         let mut tries = 0;
+        let slot = Arc::clone(&self.cancel.slot);
+        let queued = slot.queue();
         let (mut checkout, applied) = loop {
-            let mut checkout = self.checkout().await?;
+            // Only the wait for a pool server is cut short: a server already taking the
+            // client's settings finishes, and is given back clean below.
+            let mut checkout = tokio::select! {
+                biased;
+                () = queued.cancelled() => return Ok(Assigned::Cancelled),
+                checkout = self.checkout() => checkout?,
+            };
             let applied = settings::apply(checkout.conn(), &self.state.settings, timeout).await;
             // A server that died taking the client's settings has run nothing of the
             // client's: another one is taken (one that timed out is not: it may be slow).
@@ -494,10 +409,24 @@ impl Session<'_> {
         };
         let conn = checkout.conn();
         self.cancel.slot.set(Some(conn.cancel_target()));
+        if queued.finish() {
+            // Cancelled before the slot pointed at this server: nothing of the request was
+            // sent, and the server goes back as it came (once any cancel that found it in
+            // between has landed).
+            match applied {
+                Ok(()) => {
+                    self.server = Some(checkout);
+                    self.give_back_quiescent().await;
+                }
+                // Its state is unknown: dropped, it is closed.
+                Err(_) => drop(checkout),
+            }
+            return Ok(Assigned::Cancelled);
+        }
         if let Some(begin) = self.deferred_begin.take() {
             // The client was told its BEGIN succeeded; the server hears it now, first, and
             // its reply is not passed on a second time.
-            self.bufs.to_server.extend_from_slice(&begin);
+            self.bufs.to_server.extend_from_slice(begin.frame());
             // Like any simple query, it replaces the server's unnamed statement.
             conn.statements.unnamed = None;
             conn.tracker.push(Pending {
@@ -510,7 +439,7 @@ impl Session<'_> {
         }
         self.server = Some(checkout);
         self.tell_parameter_changes();
-        applied
+        applied.map(|()| Assigned::Server)
     }
 
     /// After the relay lost its server: when the client's first request can have left
@@ -585,7 +514,7 @@ impl Session<'_> {
                 &self.decoder,
                 self.statements.as_ref(),
                 self.group.hosts.settings.read_write_split,
-                self.deferred_begin.as_deref(),
+                self.deferred_begin.as_ref().map(|d| &d.frame()[..]),
                 &self.bufs.from_client,
             )
         };

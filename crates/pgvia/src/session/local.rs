@@ -1,14 +1,130 @@
-//! Statement commands pgvia answers for a client that holds no server: they only change the
-//! client's own statement names, and the statements reach a server when they are used.
+//! What pgvia answers for a client that holds no server: lone transaction-control
+//! statements (a `BEGIN` is deferred to the first real statement, so where that runs can still
+//! be chosen), `pgvia.role`, and statement commands, which only change the client's own
+//! statement names (the statements reach a server when they are used).
 
 use bytes::Buf;
 use wire::backend::TransactionStatus;
 use wire::frontend::{FrontendMessage, Oids};
 
+use route::StatementKind;
+use wire::sqlstate::SqlState;
+
 use super::client::Session;
+use super::deferred::DeferredBegin;
+use super::statement_mode;
+use crate::config::RolePreference;
 use crate::prepared::sql::{SqlStatement, SQL_PREPARE_KEY};
+use crate::routing::decide;
+
+/// A transaction-control statement pgvia answers itself while the client holds no server.
+pub(super) enum Local {
+    /// A lone `BEGIN`/`START TRANSACTION`: the server is taken at the first real statement, so
+    /// where that statement should run can still be chosen. Carries the command tag.
+    Begin(&'static str),
+    /// `COMMIT`/`ROLLBACK` of a transaction that never needed a server.
+    End(&'static str),
+    /// Statement mode: a Query that opens a transaction block.
+    RefuseQuery,
+    /// Statement mode: a Parse that opens a transaction block; what follows up to the Sync is
+    /// discarded.
+    RefuseParse,
+    /// `SET pgvia.role` / `RESET pgvia.role`: where this session's transactions go; `None`
+    /// for a value that is not a role.
+    SetRole(Option<RolePreference>, &'static str),
+    /// `SHOW pgvia.role`.
+    ShowRole,
+    /// A message after a refused Parse, up to and including the Sync.
+    Discard,
+}
+
+/// Whether a simple query is a lone transaction-control statement that needs no server yet.
+pub(super) fn local_answer(analysis: &route::Analysis, sql: &[u8], begun: bool) -> Option<Local> {
+    if analysis.is_conservative() || analysis.len() != 1 {
+        return None;
+    }
+    let statement = analysis.statement(0)?;
+    if let Some((role, tag)) = decide::role_setting(analysis) {
+        return Some(Local::SetRole(role, tag));
+    }
+    if decide::shows_role(analysis) {
+        return Some(Local::ShowRole);
+    }
+    match (statement.kind(), begun) {
+        (StatementKind::Begin(_), false) => {
+            // A lone BEGIN has no constants, so its analysis is its own text's (not a shape's)
+            // and the location is in `sql`.
+            let text = sql.get(statement.location())?;
+            let started = text.trim_ascii_start().get(..5).is_some_and(|w| w.eq_ignore_ascii_case(b"START"));
+            Some(Local::Begin(if started { "START TRANSACTION" } else { "BEGIN" }))
+        }
+        (StatementKind::Commit { chain: false }, true) => Some(Local::End("COMMIT")),
+        (StatementKind::Rollback { chain: false }, true) => Some(Local::End("ROLLBACK")),
+        _ => None,
+    }
+}
 
 impl Session<'_> {
+    /// Answers a transaction-control statement without a server (see [`local_answer`]).
+    pub(super) fn answer_locally(&mut self, local: Local, len: usize) {
+        let frame = self.bufs.from_client.split_to(len);
+        // A BEGIN answered locally is a transaction as far as the client knows.
+        let local_status = self.local_status();
+        let out = &mut self.bufs.to_client;
+        let (tag, status) = match local {
+            Local::RefuseQuery => {
+                statement_mode::write_refusal(out);
+                wire::build::ready_for_query(out, TransactionStatus::Idle.as_byte());
+                return;
+            }
+            Local::RefuseParse => {
+                statement_mode::write_refusal(out);
+                self.discard_until_sync = true;
+                return;
+            }
+            Local::ShowRole => {
+                use crate::admin::rows::{Kind, RowSet};
+                let mut rows = RowSet::new(&[(decide::ROLE_SETTING, Kind::Text)]);
+                rows.push(vec![self.role.as_str().into()]);
+                rows.write(out, "SHOW");
+                wire::build::ready_for_query(out, local_status.as_byte());
+                return;
+            }
+            Local::SetRole(role, tag) => {
+                match role {
+                    Some(role) => {
+                        self.role = role;
+                        wire::build::command_complete(out, tag);
+                    }
+                    None => wire::build::ErrorFields::error(
+                        SqlState::INVALID_PARAMETER_VALUE,
+                        "invalid value for parameter \"pgvia.role\": expected primary, replica or auto",
+                    )
+                    .write(out),
+                }
+                wire::build::ready_for_query(out, local_status.as_byte());
+                return;
+            }
+            Local::Discard => {
+                if frame[0] == wire::frontend::tag::SYNC {
+                    self.discard_until_sync = false;
+                    wire::build::ready_for_query(out, local_status.as_byte());
+                }
+                return;
+            }
+            Local::Begin(tag) => {
+                self.deferred_begin = Some(DeferredBegin::Begun(frame.freeze()));
+                (tag, TransactionStatus::InTransaction)
+            }
+            Local::End(tag) => {
+                self.deferred_begin = None;
+                (tag, TransactionStatus::Idle)
+            }
+        };
+        wire::build::command_complete(&mut self.bufs.to_client, tag);
+        wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
+    }
+
     /// Answers the client's first waiting message when it is a lone prepare or a SQL
     /// `PREPARE`/`DEALLOCATE`; returns false when it needs a server after all.
     pub(super) fn answer_statement_command(&mut self, len: usize) -> bool {
@@ -123,11 +239,7 @@ impl Session<'_> {
         statements.drop_unnamed();
         self.state.observe(&analysis);
         self.bufs.from_client.advance(len);
-        let status = if self.deferred_begin.is_some() {
-            TransactionStatus::InTransaction
-        } else {
-            TransactionStatus::Idle
-        };
+        let status = self.local_status();
         wire::build::command_complete(&mut self.bufs.to_client, tag);
         wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
         true

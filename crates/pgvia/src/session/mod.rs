@@ -7,6 +7,7 @@
 mod backpressure;
 mod client;
 mod client_scan;
+mod deferred;
 mod error;
 mod exchange;
 mod local;
@@ -463,10 +464,23 @@ async fn server_for_life(
 
 /// Sends the client's last message (why it is closed), if any, giving up after
 /// [`LAST_WORDS`]: a client that does not read must not hold its session open.
+///
+/// Then the connection is closed as a lingering close: our side is shut (FIN) and whatever
+/// the client still sends is read and dropped until it closes too, for at most
+/// [`LAST_WORDS`]. Closing a socket with unread input makes the kernel send a reset, and a
+/// peer that gets the reset before it has read the FATAL loses it (a TCP proxy in front of
+/// pgvia then hands its client a bare close): a client that sent its next query just as
+/// pgvia ended the session must still hear why.
 async fn last_words(stream: &mut ClientStream, out: &mut BytesMut) {
-    if !out.is_empty() {
-        let _ = tokio::time::timeout(LAST_WORDS, send(stream, out)).await;
+    if out.is_empty() {
+        return;
     }
+    if !matches!(tokio::time::timeout(LAST_WORDS, send(stream, out)).await, Ok(Ok(()))) {
+        // Not read: there is nothing left for the client to lose.
+        return;
+    }
+    let _ = tokio::time::timeout(LAST_WORDS, stream.shutdown()).await;
+    stream.drain_until_closed(LAST_WORDS).await;
 }
 
 /// Writes and flushes everything in `out` (TLS may otherwise keep the tail), then clears it.

@@ -8,7 +8,9 @@
 //! PostgreSQL sends when it is terminated. Anything else reaches the client as it would
 //! directly.
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
+
+use super::deferred::DeferredBegin;
 
 use crate::server::{FirstRequest, ServerConn, ServerError};
 
@@ -26,7 +28,7 @@ const MAX_TRIES: u32 = 8;
 #[derive(Default)]
 pub struct FirstAttempt {
     request: BytesMut,
-    begin: Option<Bytes>,
+    begin: Option<DeferredBegin>,
     kept: Kept,
     tries: u32,
 }
@@ -55,7 +57,7 @@ impl FirstAttempt {
 
     /// Keeps what the client sent before it is given a server (and the `BEGIN` pgvia answered
     /// for it, which the server hears first).
-    pub(super) fn keep(&mut self, from_client: &BytesMut, begin: Option<&Bytes>) {
+    pub(super) fn keep(&mut self, from_client: &BytesMut, begin: Option<&DeferredBegin>) {
         if self.kept == Kept::Retrying {
             self.kept = Kept::Yes;
             return;
@@ -106,7 +108,7 @@ impl FirstAttempt {
     }
 
     /// The kept request, and the `BEGIN` pgvia answered ahead of it.
-    pub(super) fn kept(&self) -> (&[u8], Option<&Bytes>) {
+    pub(super) fn kept(&self) -> (&[u8], Option<&DeferredBegin>) {
         (&self.request, self.begin.as_ref())
     }
 }
