@@ -19,6 +19,8 @@
 mod common;
 #[path = "faults/scenarios.rs"]
 mod scenarios;
+#[path = "faults/tap.rs"]
+mod tap;
 #[path = "faults/workload.rs"]
 mod workload;
 

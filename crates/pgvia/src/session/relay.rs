@@ -50,6 +50,8 @@ async fn carry_out<W: tokio::io::AsyncWrite + Unpin>(
         Next::EndAfterClientWrite(end) => {
             if let Some(client) = client {
                 let _ = client.write_all(&bufs.to_client).await;
+                // Written: the session's last words must not send them a second time.
+                bufs.to_client.clear();
             }
             Some(end)
         }

@@ -7,10 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 
 use crate::common::connect;
+use crate::tap::Tapped;
 
 /// The longest any client call may take: pgvia's own bounds (connect_timeout 2 s,
 /// checkout_timeout 5 s, query_timeout 2 s, the cancel's own timeout) fit well inside it.
@@ -130,14 +132,36 @@ struct WriterConn {
 }
 
 async fn connect_writer(conninfo: &str) -> Result<WriterConn, tokio_postgres::Error> {
-    let (client, conn) = tokio_postgres::connect(conninfo, tokio_postgres::NoTls).await?;
+    let config: tokio_postgres::Config = conninfo.parse()?;
+    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
+        (Some(tokio_postgres::config::Host::Tcp(host)), Some(port)) => (host.clone(), *port),
+        _ => panic!("the fault test connects over TCP: {conninfo}"),
+    };
+    let socket = match TcpStream::connect((host.as_str(), port)).await {
+        Ok(socket) => socket,
+        // tokio-postgres makes no error from an io::Error for us: it reports its own attempt.
+        Err(_) => {
+            let failed = tokio_postgres::connect(conninfo, tokio_postgres::NoTls).await.err();
+            return Err(failed.unwrap_or_else(tokio_postgres::Error::__private_api_timeout));
+        }
+    };
+    socket.set_nodelay(true).ok();
+    let (socket, last_error) = Tapped::new(socket);
+    let (client, conn) = config.connect_raw(socket, tokio_postgres::NoTls).await?;
     let ended: Ended = Arc::default();
     tokio::spawn({
         let ended = ended.clone();
         async move {
             let end = match conn.await {
                 Ok(()) => (None, "the connection closed without an error".to_owned()),
-                Err(e) => (e.as_db_error().map(|d| d.code().code().to_owned()), format!("{e:?}")),
+                Err(e) => match e.as_db_error() {
+                    Some(d) => (Some(d.code().code().to_owned()), format!("{e:?}")),
+                    // The error was read but handed to a request nobody waits for (see tap.rs).
+                    None => match last_error.lock().unwrap().clone() {
+                        Some(code) => (Some(code), format!("{e:?} after an error nobody waited for")),
+                        None => (None, format!("{e:?}")),
+                    },
+                },
             };
             *ended.lock().unwrap() = Some(end);
         }
