@@ -45,12 +45,16 @@ pub(super) fn scan_client(
         if tag == frontend::tag::TERMINATE {
             break ClientScan { terminated: true, error: None, answered_query: false };
         }
-        // CopyData bodies are opaque; every other message is checked before a server sees it.
-        if tag != frontend::tag::COPY_DATA {
-            if let Err(e) = FrontendMessage::parse_body(tag, &frame[5..]) {
-                break ClientScan { terminated: false, error: Some(e.into()), answered_query: false };
+        // CopyData bodies are opaque; every other message is checked before a server sees it,
+        // and read here once for everything below.
+        let message = if tag == frontend::tag::COPY_DATA {
+            None
+        } else {
+            match FrontendMessage::parse_body(tag, &frame[5..]) {
+                Ok(message) => Some(message),
+                Err(e) => break ClientScan { terminated: false, error: Some(e.into()), answered_query: false },
             }
-        }
+        };
         if let Some(t) = tracking.as_deref_mut() {
             if t.replica_split.is_some() && !t.open_batch && matches!(tag, b'P' | b'B' | b'Q') {
                 match t.pipelined_target(decoder, &buf[pos..]) {
@@ -64,7 +68,7 @@ pub(super) fn scan_client(
                     }
                 }
             }
-            if t.refuse_transactions && matches!(tag, b'P' | b'Q') && t.refuses(tag, &frame[5..]) {
+            if t.refuse_transactions && message.as_ref().is_some_and(|m| t.refuses(m)) {
                 // Refused in statement mode: answered in order once the server is done, or,
                 // inside an unsynced batch the server already has part of, not at all.
                 if t.open_batch {
@@ -76,9 +80,9 @@ pub(super) fn scan_client(
             }
             t.note_batch(tag);
         }
-        let sent = match tracking.as_deref_mut() {
-            Some(t) if matches!(tag, b'P' | b'B' | b'D' | b'C' | b'Q') => {
-                t.send(server, to_server, &buf[run_start..pos], frame)
+        let sent = match (tracking.as_deref_mut(), message) {
+            (Some(t), Some(message)) if matches!(tag, b'P' | b'B' | b'D' | b'C' | b'Q') => {
+                t.send(server, to_server, &buf[run_start..pos], frame, message)
             }
             _ => {
                 server.tracker.client_sent(tag, &frame[5..]);

@@ -117,10 +117,10 @@ impl Tracking<'_> {
 
     /// Statement mode: whether a Query or Parse opens a transaction block (the analysis is
     /// cached, so the second look in `send` costs an `Arc` clone).
-    pub(super) fn refuses(&mut self, tag: u8, body: &[u8]) -> bool {
-        let analysis = match FrontendMessage::parse_body(tag, body) {
-            Ok(FrontendMessage::Query { sql }) => self.memo.analyze(self.analyzer, sql),
-            Ok(FrontendMessage::Parse(p)) => analyze_parse(self.analyzer, &p),
+    pub(super) fn refuses(&mut self, message: &FrontendMessage<'_>) -> bool {
+        let analysis = match message {
+            FrontendMessage::Query { sql } => self.memo.analyze(self.analyzer, sql),
+            FrontendMessage::Parse(p) => analyze_parse(self.analyzer, p),
             _ => return false,
         };
         super::statement_mode::opens_transaction(&analysis)
@@ -170,12 +170,12 @@ impl Tracking<'_> {
         out: &mut BytesMut,
         run: &[u8],
         frame: &[u8],
+        message: FrontendMessage<'_>,
     ) -> Sent {
         let (tag, body) = (frame[0], &frame[5..]);
-        let message = FrontendMessage::parse_body(tag, body);
         // A simple query is analysed once here, for every use below.
         let query = match message {
-            Ok(FrontendMessage::Query { sql }) => Some(self.memo.analyze(self.analyzer, sql)),
+            FrontendMessage::Query { sql } => Some(self.memo.analyze(self.analyzer, sql)),
             _ => None,
         };
         if let Some(analysis) = &query {
@@ -188,7 +188,7 @@ impl Tracking<'_> {
             server.tracker.client_sent(tag, body);
             match (message, query) {
                 (_, Some(analysis)) => self.observe(&analysis),
-                (Ok(FrontendMessage::Parse(p)), _) => self.observe(&analyze_parse(self.analyzer, &p)),
+                (FrontendMessage::Parse(p), _) => self.observe(&analyze_parse(self.analyzer, &p)),
                 _ => {}
             }
             return Sent::AsIs;
@@ -196,7 +196,7 @@ impl Tracking<'_> {
         let server = ServerSide { tracker: &mut server.tracker, statements: &mut server.statements };
         let mut fwd = Forward { client: statements, server, out, analyzer: self.analyzer };
         match (message, query) {
-            (Ok(FrontendMessage::Parse(p)), _) => {
+            (FrontendMessage::Parse(p), _) => {
                 let (sent, stmt) = fwd.parse(run, &p);
                 if let Some(stmt) = stmt {
                     if changes_schema(&stmt.analysis) {
@@ -206,7 +206,7 @@ impl Tracking<'_> {
                 }
                 sent
             }
-            (Ok(FrontendMessage::Bind(b)), _) => {
+            (FrontendMessage::Bind(b), _) => {
                 // A statement parsed in an earlier transaction runs again: what it may do to
                 // the session counts again (the Arc is cloned only for such statements).
                 let rerun = fwd.client.get(b.statement).and_then(|s| {
@@ -223,13 +223,13 @@ impl Tracking<'_> {
                 }
                 sent
             }
-            (Ok(FrontendMessage::Describe { target: Target::Statement, name }), _) => {
+            (FrontendMessage::Describe { target: Target::Statement, name }, _) => {
                 fwd.describe_statement(run, frame, name)
             }
-            (Ok(FrontendMessage::Close { target: Target::Statement, name }), _) => {
+            (FrontendMessage::Close { target: Target::Statement, name }, _) => {
                 fwd.close_statement(run, name)
             }
-            (Ok(FrontendMessage::Query { sql }), Some(analysis)) => {
+            (FrontendMessage::Query { sql }, Some(analysis)) => {
                 fwd.query();
                 if changes_schema(&analysis) {
                     fwd.server.statements.schema_change_sent();
