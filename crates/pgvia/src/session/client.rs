@@ -35,6 +35,31 @@ use crate::server::tracker::{Pending, Replies, Request};
 use crate::server::CANCEL_SETTLE;
 use crate::server::{ServerError, ServerParams};
 
+/// How the transaction being served was routed (on a database with several servers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Routed {
+    /// Not routed: no transaction yet, or one server only.
+    #[default]
+    Unrouted,
+    /// A reading transaction, on the primary or where a hint or the session's role sent it.
+    Reads,
+    /// The transaction writes (or may): once it is over, the client's reads stay on the
+    /// primary for the database's `read_your_writes` window.
+    Writes,
+    /// A reading transaction on a replica the analysis chose (not a hint or the session's
+    /// role): an exchange pipelined behind the first that needs the primary is held for it.
+    ReadsOnReplica,
+}
+
+/// Whether the client's messages are discarded until its next Sync, as PostgreSQL does
+/// after an error in an extended-protocol batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Discard {
+    #[default]
+    Nothing,
+    UntilSync,
+}
+
 /// How the wait for a server ended.
 enum Assigned {
     /// The session holds it.
@@ -54,11 +79,8 @@ pub struct Session<'a> {
     pub role: RolePreference,
     /// Read-your-writes: reads stay on the primary until then.
     pub primary_until: Option<std::time::Instant>,
-    /// The transaction being served writes (or may).
-    pub wrote: bool,
-    /// The server held is a replica the analysis chose (not a hint or the session's role):
-    /// an exchange pipelined behind the first that needs the primary is held for it.
-    pub on_replica: bool,
+    /// How the transaction being served was routed.
+    pub routed: Routed,
     /// Settings and pins: what follows the client from server to server.
     pub state: SessionState,
     pub cancel: CancelKey,
@@ -73,8 +95,9 @@ pub struct Session<'a> {
     pub deferred_begin: Option<DeferredBegin>,
     /// Idle, idle-in-transaction and query time limits.
     pub timers: Timers,
-    /// Statement mode refused a Parse: the client's messages up to its Sync are discarded.
-    pub discard_until_sync: bool,
+    /// Whether the client's messages up to its next Sync are discarded (statement mode
+    /// refused a Parse, or a cancel answered a batch that waited for a server).
+    pub discard: Discard,
     /// The channels this client listens to through the pool's notification hub, and the
     /// notifications waiting for it. `None` until its first `LISTEN` in transaction mode.
     pub inbox: Option<Inbox>,
@@ -211,7 +234,8 @@ impl Session<'_> {
                 open_batch: false,
                 statements: self.statements.as_mut(),
                 role: &mut self.role,
-                replica_split: self.on_replica.then_some(self.group.hosts.settings.read_write_split),
+                replica_split: (self.routed == Routed::ReadsOnReplica)
+                    .then_some(self.group.hosts.settings.read_write_split),
             });
             let end = relay::relay(
                 self.client,
@@ -283,7 +307,7 @@ impl Session<'_> {
                             return Some(RelayEnd::Error(e.into()))
                         }
                         (wire::frontend::tag::TERMINATE, _) => return Some(RelayEnd::ClientDone),
-                        _ if self.discard_until_sync => Some(Local::Discard),
+                        _ if self.discard == Discard::UntilSync => Some(Local::Discard),
                         (_, Ok(FrontendMessage::Query { sql })) if statement_mode => {
                             let analysis = self.memo.analyze(&self.app.analyzer, sql);
                             statement_mode::opens_transaction(&analysis).then_some(Local::RefuseQuery)
@@ -477,7 +501,7 @@ impl Session<'_> {
     /// A server for what the client sent: the primary or a replica, as [`Self::route`] says.
     async fn checkout(&mut self) -> Result<Checkout, SessionError> {
         if self.group.is_single() {
-            self.on_replica = false;
+            self.routed = Routed::Unrouted;
             return Ok(self.pool.checkout(Some(&self.patron)).await?);
         }
         if self.group.hosts.is_retired() {
@@ -492,9 +516,12 @@ impl Session<'_> {
         let (target, by_analysis) = self.route();
         let checkout = self.group.checkout(target, Some(&self.patron)).await?;
         let primary = self.group.hosts.primary().and_then(|i| self.group.pools.get(i));
-        self.on_replica = by_analysis
+        let on_replica = by_analysis
             && target == Target::Replica
             && !primary.is_some_and(|p| Arc::ptr_eq(p, checkout.pool()));
+        if on_replica && self.routed == Routed::Reads {
+            self.routed = Routed::ReadsOnReplica;
+        }
         Ok(checkout)
     }
 
@@ -518,7 +545,7 @@ impl Session<'_> {
                 &self.bufs.from_client,
             )
         };
-        self.wrote = decision.writes;
+        self.routed = if decision.writes { Routed::Writes } else { Routed::Reads };
         tracing::debug!(pool = %self.pool.name, ?decision, role = self.role.as_str(), "routing a transaction");
         if decision.hinted {
             return (decision.target, false);
@@ -540,7 +567,8 @@ impl Session<'_> {
     /// database's `read_your_writes` window.
     fn note_transaction_end(&mut self) {
         let window = self.group.hosts.settings.read_your_writes;
-        if std::mem::take(&mut self.wrote) && !window.is_zero() && !self.group.is_single() {
+        if std::mem::take(&mut self.routed) == Routed::Writes && !window.is_zero() && !self.group.is_single()
+        {
             self.primary_until = Some(std::time::Instant::now() + window);
         }
     }
@@ -585,7 +613,7 @@ impl Session<'_> {
     /// them, and only then has the server `UNLISTEN *`, so no notification committed meanwhile
     /// is lost and the server can go back to the pool.
     async fn move_listening(&mut self, listening: Vec<String>) -> Result<(), SessionError> {
-        self.state.listen_changed = false;
+        self.state.checks.remove(state::Check::Listening);
         let unlistens = std::mem::take(&mut self.state.unlistens);
         let timeout = self.app.config().general.server_reset_timeout;
         let max_frame = self.app.config().general.max_message_size as usize;
@@ -633,7 +661,7 @@ impl Session<'_> {
         }
         conn.applied = self.state.set_settings_from_server(report.settings).into_iter().collect();
         settings::apply(conn, &self.state.settings, timeout).await?;
-        if !report.listening.is_empty() || self.state.listen_changed {
+        if !report.listening.is_empty() || self.state.checks.contains(state::Check::Listening) {
             self.move_listening(report.listening).await?;
         }
         self.tell_parameter_changes();
@@ -669,12 +697,12 @@ impl Session<'_> {
         }
         let timeout = self.app.config().general.server_reset_timeout;
         let user = self.pool.key.user.clone();
-        if self.state.listen_changed {
+        if self.state.checks.contains(state::Check::Listening) {
             self.move_listens().await?;
         }
         let Some(checkout) = self.server.as_mut() else { return Ok(()) };
         let conn = checkout.conn();
-        if self.state.recheck_pins && !self.state.pins.is_empty() {
+        if self.state.checks.contains(state::Check::Pins) && !self.state.pins.is_empty() {
             let rows = conn.query_rows(&state::pin_check_query(&user), timeout).await?;
             let row = rows.first().ok_or(SessionError::ProtocolState("pin check returned no row"))?;
             let held: Vec<_> = state::pin_check_reasons()
@@ -684,8 +712,8 @@ impl Session<'_> {
                 .collect();
             self.state.set_checked_pins(&held);
         }
-        self.state.recheck_pins = false;
-        if self.state.settings_changed {
+        self.state.checks.remove(state::Check::Pins);
+        if self.state.checks.contains(state::Check::Settings) {
             let rows = conn.query_rows(state::SESSION_SETTINGS_QUERY, timeout).await?;
             let reported = rows
                 .into_iter()

@@ -52,7 +52,9 @@ pub(super) fn scan_client(
         } else {
             match FrontendMessage::parse_body(tag, &frame[5..]) {
                 Ok(message) => Some(message),
-                Err(e) => break ClientScan { terminated: false, error: Some(e.into()), answered_query: false },
+                Err(e) => {
+                    break ClientScan { terminated: false, error: Some(e.into()), answered_query: false }
+                }
             }
         };
         if let Some(t) = tracking.as_deref_mut() {

@@ -6,7 +6,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use wire::backend::TransactionStatus;
 use wire::sqlstate::SqlState;
 
-use super::client::Session;
+use super::client::{Discard, Session};
 
 /// A transaction the client began that no server has heard of yet; its first statement
 /// takes it to one.
@@ -50,7 +50,7 @@ impl Session<'_> {
     /// The client's first waiting request was cancelled while it waited for a server: it is
     /// answered as PostgreSQL answers a statement cancelled at once (57014), nothing of it
     /// having run, and the session goes on. A simple query (or function call) ends there; an
-    /// extended-protocol batch is skipped up to its Sync (`discard_until_sync`), which is
+    /// extended-protocol batch is skipped up to its Sync (`Discard::UntilSync`), which is
     /// answered with ReadyForQuery. Inside a transaction the transaction is failed, as it
     /// would be on a server.
     pub(super) fn answer_cancelled(&mut self) {
@@ -65,7 +65,7 @@ impl Session<'_> {
             let status = self.local_status();
             wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
         } else {
-            self.discard_until_sync = true;
+            self.discard = Discard::UntilSync;
         }
     }
 

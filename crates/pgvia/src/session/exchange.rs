@@ -109,9 +109,7 @@ impl Tracking<'_> {
     /// Whether the server may go back to the pool now, or must at least stop for a check.
     pub(super) fn may_release(&self) -> bool {
         self.state.pins.is_empty()
-            || self.state.recheck_pins
-            || self.state.settings_changed
-            || self.state.listen_changed
+            || !self.state.checks.is_empty()
             || self.state.reach == super::state::Reach::Everything
     }
 
@@ -226,9 +224,7 @@ impl Tracking<'_> {
             (FrontendMessage::Describe { target: Target::Statement, name }, _) => {
                 fwd.describe_statement(run, frame, name)
             }
-            (FrontendMessage::Close { target: Target::Statement, name }, _) => {
-                fwd.close_statement(run, name)
-            }
+            (FrontendMessage::Close { target: Target::Statement, name }, _) => fwd.close_statement(run, name),
             (FrontendMessage::Query { sql }, Some(analysis)) => {
                 fwd.query();
                 if changes_schema(&analysis) {

@@ -10,7 +10,7 @@ use wire::frontend::{FrontendMessage, Oids};
 use route::StatementKind;
 use wire::sqlstate::SqlState;
 
-use super::client::Session;
+use super::client::{Discard, Session};
 use super::deferred::DeferredBegin;
 use super::statement_mode;
 use crate::config::RolePreference;
@@ -79,7 +79,7 @@ impl Session<'_> {
             }
             Local::RefuseParse => {
                 statement_mode::write_refusal(out);
-                self.discard_until_sync = true;
+                self.discard = Discard::UntilSync;
                 return;
             }
             Local::ShowRole => {
@@ -107,7 +107,7 @@ impl Session<'_> {
             }
             Local::Discard => {
                 if frame[0] == wire::frontend::tag::SYNC {
-                    self.discard_until_sync = false;
+                    self.discard = Discard::Nothing;
                     wire::build::ready_for_query(out, local_status.as_byte());
                 }
                 return;

@@ -357,8 +357,7 @@ async fn logged_in(
             group,
             role: user.default_role.unwrap_or(RolePreference::Auto),
             primary_until: None,
-            wrote: false,
-            on_replica: false,
+            routed: client::Routed::Unrouted,
             state: state::SessionState {
                 statements_followed: statements.is_some(),
                 ..state::SessionState::new(identity.settings.clone())
@@ -371,7 +370,7 @@ async fn logged_in(
             server: owned,
             deferred_begin: None,
             timers,
-            discard_until_sync: false,
+            discard: client::Discard::Nothing,
             inbox: None,
             statements,
             memo: memo::QueryMemo::default(),

@@ -42,10 +42,49 @@ impl Pins {
     }
 }
 
+/// A part of the session a statement may have changed, to be read back from the server when
+/// its transaction is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Settings (a `SET`, `RESET`, `DISCARD ALL`, or SQL pgvia could not read).
+    Settings,
+    /// Pins a statement may have released (an unlock, `CLOSE`, `DEALLOCATE`, `DISCARD`).
+    Pins,
+    /// A `LISTEN` or `UNLISTEN` ran: what the server listens to moves to the pool's
+    /// notification hub (crate::notify).
+    Listening,
+}
+
+/// The parts of the session to read back, as a set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checks(u8);
+
+impl Checks {
+    fn bit(check: Check) -> u8 {
+        1 << check as u8
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn contains(self, check: Check) -> bool {
+        self.0 & Self::bit(check) != 0
+    }
+
+    pub fn insert(&mut self, check: Check) {
+        self.0 |= Self::bit(check);
+    }
+
+    pub fn remove(&mut self, check: Check) {
+        self.0 &= !Self::bit(check);
+    }
+}
+
 /// How much of the session the check at the end of a transaction must read back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Reach {
-    /// What the analysis saw, as the flags of [`SessionState`] say (often nothing).
+    /// What the analysis saw, as [`SessionState::checks`] says (often nothing).
     #[default]
     Seen,
     /// Something ran whose effects the text does not show: read back everything.
@@ -59,14 +98,9 @@ pub struct SessionState {
     pub startup: Vec<(String, String)>,
     /// The settings the client's session has, to apply on every server it is given.
     pub settings: Vec<(String, String)>,
-    /// A statement since the last refresh may have changed settings.
-    pub settings_changed: bool,
     pub pins: Pins,
-    /// A statement may have released a pin: ask the server what is still held.
-    pub recheck_pins: bool,
-    /// A `LISTEN` or `UNLISTEN` ran: when the transaction is over, what the server listens to
-    /// moves to the pool's notification hub (crate::notify).
-    pub listen_changed: bool,
+    /// What statements since the last refresh may have changed.
+    pub checks: Checks,
     /// Channels `UNLISTEN`ed since the last move (`None`: `UNLISTEN *`), in order.
     pub unlistens: Vec<Option<String>>,
     /// pgvia follows the client's prepared statements across servers (transaction mode), so
@@ -86,7 +120,7 @@ impl SessionState {
         let before = self.pins;
         if analysis.is_conservative() {
             // Unreadable SQL may do anything to settings; a refresh costs one round trip.
-            self.settings_changed = true;
+            self.checks.insert(Check::Settings);
         }
         if analysis.may_have_hidden_effects() {
             self.reach = Reach::Everything;
@@ -108,33 +142,33 @@ impl SessionState {
                     self.pins.insert(Role);
                 }
                 if name.is_none() && self.pins.contains(Role) {
-                    self.recheck_pins = true;
+                    self.checks.insert(Check::Pins);
                 }
-                self.settings_changed = true;
+                self.checks.insert(Check::Settings);
             }
             SessionEffect::AdvisoryLock { scope: LockScope::Session, op: LockOp::Acquire } => {
                 self.pins.insert(AdvisoryLock)
             }
-            SessionEffect::AdvisoryLock { scope: LockScope::Session, .. } => self.recheck_pins = true,
+            SessionEffect::AdvisoryLock { scope: LockScope::Session, .. } => self.checks.insert(Check::Pins),
             SessionEffect::AdvisoryLock { .. } => {}
             // LISTEN does not pin: its channels move to the notification hub.
-            SessionEffect::Listen { .. } => self.listen_changed = true,
+            SessionEffect::Listen { .. } => self.checks.insert(Check::Listening),
             SessionEffect::Unlisten { channel } => {
-                self.listen_changed = true;
+                self.checks.insert(Check::Listening);
                 self.unlistens.push(channel.map(str::to_owned));
             }
             SessionEffect::TempTable { on_commit_drop: false, .. } => self.pins.insert(TempTable),
             SessionEffect::TempTable { .. } => {}
             SessionEffect::HoldCursor { .. } => self.pins.insert(HoldCursor),
-            SessionEffect::CloseCursor { .. } => self.recheck_pins = true,
+            SessionEffect::CloseCursor { .. } => self.checks.insert(Check::Pins),
             SessionEffect::Prepare { .. } if !self.statements_followed => self.pins.insert(SqlPrepare),
             SessionEffect::Prepare { .. } => {}
-            SessionEffect::Deallocate { .. } => self.recheck_pins = true,
+            SessionEffect::Deallocate { .. } => self.checks.insert(Check::Pins),
             SessionEffect::Discard(DiscardTarget::All) => {
-                self.settings_changed = true;
-                self.recheck_pins = true;
+                self.checks.insert(Check::Settings);
+                self.checks.insert(Check::Pins);
             }
-            SessionEffect::Discard(DiscardTarget::Temp) => self.recheck_pins = true,
+            SessionEffect::Discard(DiscardTarget::Temp) => self.checks.insert(Check::Pins),
             SessionEffect::Discard(_) => {}
             SessionEffect::Load => self.pins.insert(LoadedLibrary),
             _ => {
@@ -155,7 +189,7 @@ impl SessionState {
                 self.pins.remove(reason);
             }
         }
-        self.recheck_pins = false;
+        self.checks.remove(Check::Pins);
         Pins(self.pins.0 & !before.0)
     }
 
@@ -171,7 +205,7 @@ impl SessionState {
             }
         }
         self.settings = settings;
-        self.settings_changed = false;
+        self.checks.remove(Check::Settings);
         reported
     }
 }
@@ -309,18 +343,21 @@ mod tests {
         assert!(added.contains(PinReason::AdvisoryLock));
         assert!(s.observe(&analyze("select pg_advisory_xact_lock(1)")).is_empty());
         s.observe(&analyze("select pg_advisory_unlock(1)"));
-        assert!(s.recheck_pins);
+        assert!(s.checks.contains(Check::Pins));
         s.set_checked_pins(&[(PinReason::AdvisoryLock, false)]);
         assert!(s.pins.is_empty());
         s.observe(&analyze("LISTEN jobs"));
-        assert!(s.pins.is_empty() && s.listen_changed, "LISTEN moves to the hub, it does not pin");
+        assert!(
+            s.pins.is_empty() && s.checks.contains(Check::Listening),
+            "LISTEN moves to the hub, it does not pin"
+        );
         s.observe(&analyze("UNLISTEN *; UNLISTEN jobs"));
         assert_eq!(s.unlistens, [None, Some("jobs".to_owned())]);
         s.observe(&analyze("SET search_path = a, b"));
-        assert!(s.settings_changed);
+        assert!(s.checks.contains(Check::Settings));
         let mut t = SessionState::new(vec![]);
         t.observe(&analyze("SET LOCAL work_mem = '1MB'"));
-        assert!(!t.settings_changed, "SET LOCAL lasts only for its transaction");
+        assert!(!t.checks.contains(Check::Settings), "SET LOCAL lasts only for its transaction");
         t.observe(&analyze("SET ROLE nobody"));
         assert!(t.pins.contains(PinReason::Role));
         t.observe(&analyze("create temp table x (a int)"));
