@@ -13,7 +13,7 @@ use wire::FrameDecoder;
 
 use super::exchange::{ensure_room, Buffers, RelayEnd, Tracking, RELAY_READ};
 use super::timeouts::{Timers, Wait};
-use super::turns::{self, Next};
+use super::turns::{Exchange, Next};
 use crate::app::Phase;
 use crate::net::ClientStream;
 use crate::server::{ServerConn, ServerError};
@@ -71,37 +71,40 @@ pub async fn relay(
 ) -> RelayEnd {
     let Waits { timers, mut inbox } = waits;
     let mut draining = *shutdown.borrow() != Phase::Running;
-    let mut server_fatal = false;
     // The client may have sent more than the message that got it this server; the routing
     // decision was made on all of it, so none of it is held for the primary.
     let replica_split = tracking.as_mut().and_then(|t| t.replica_split.take());
-    let next = turns::client_frames(bufs, decoder, server, tracking.as_mut());
-    if let Some(end) = carry_out::<ClientStream>(next, bufs, server, None).await {
+    let mut ex = Exchange::new(bufs, decoder, server, tracking);
+    let next = ex.client_frames();
+    if let Some(end) = carry_out::<ClientStream>(next, ex.bufs, ex.server, None).await {
         return end;
     }
-    if let Some(t) = tracking.as_mut() {
+    if let Some(t) = ex.tracking.as_mut() {
         t.replica_split = replica_split;
     }
     let (mut cr, mut cw) = tokio::io::split(client);
     loop {
-        if draining && server.tracker.is_quiescent() && bufs.to_client.is_empty() && bufs.to_server.is_empty()
+        if draining
+            && ex.server.tracker.is_quiescent()
+            && ex.bufs.to_client.is_empty()
+            && ex.bufs.to_server.is_empty()
         {
             return RelayEnd::Shutdown;
         }
         // Replies the client does not read stop the server's too (HIGH_WATER): then the
         // session waits on the client, whose idle limits apply.
-        let client_stalled = bufs.to_client.len() >= HIGH_WATER;
-        timers.enter(Wait::holding(server, client_stalled));
-        ensure_room(&mut server.read_buf, RELAY_READ);
-        ensure_room(&mut bufs.from_client, RELAY_READ);
-        if let Err(e) = bufs.read_limits.before_read(&bufs.from_client, decoder) {
+        let client_stalled = ex.bufs.to_client.len() >= HIGH_WATER;
+        timers.enter(Wait::holding(ex.server, client_stalled));
+        ensure_room(&mut ex.server.read_buf, RELAY_READ);
+        ensure_room(&mut ex.bufs.from_client, RELAY_READ);
+        if let Err(e) = ex.bufs.read_limits.before_read(&ex.bufs.from_client, ex.decoder) {
             return RelayEnd::Error(e);
         }
-        let client_readable = bufs.to_server.len() < HIGH_WATER
-            && bufs.read_limits.may_read(&bufs.to_client, &bufs.from_client, decoder);
+        let client_readable = ex.bufs.to_server.len() < HIGH_WATER
+            && ex.bufs.read_limits.may_read(&ex.bufs.to_client, &ex.bufs.from_client, ex.decoder);
         // Borrow the socket halves and the server's fields separately so one select can wait
         // on all four directions.
-        let (mut sr, mut sw) = server.stream.split();
+        let (mut sr, mut sw) = ex.server.stream.split();
         tokio::select! {
             biased;
             changed = shutdown.changed() => {
@@ -112,67 +115,66 @@ pub async fn relay(
             }
             // Notifications from the pool's LISTEN connection; to_client holds whole frames
             // only, so each lands between two messages of the server's.
-            frame = next_notification(&mut inbox), if inbox.is_some() && bufs.to_client.len() < HIGH_WATER => {
-                bufs.to_client.extend_from_slice(&frame);
+            frame = next_notification(&mut inbox), if inbox.is_some() && ex.bufs.to_client.len() < HIGH_WATER => {
+                ex.bufs.to_client.extend_from_slice(&frame);
                 if let Some(inbox) = inbox.as_mut() {
-                    inbox.drain_into(&mut bufs.to_client, HIGH_WATER);
+                    inbox.drain_into(&mut ex.bufs.to_client, HIGH_WATER);
                 }
             }
             wait = timers.expired(), if timers.armed() => match wait {
                 // to_client holds whole frames only, so the warning lands between messages.
-                Wait::Server => timers.cancel_request(server, &mut bufs.to_client),
+                Wait::Server => timers.cancel_request(ex.server, &mut ex.bufs.to_client),
                 // Not even the cancel got an answer: the server is unreachable. It is closed
                 // (its state is unknown) and the client told, rather than left waiting for a
                 // network that may never come back.
                 Wait::Cancelled => {
-                    server.mark_broken();
+                    ex.server.mark_broken();
                     return RelayEnd::ServerLost { error: timers.unanswered(), told_client: false };
                 }
                 _ => return RelayEnd::Error(timers.closing_error(wait)),
             },
-            r = sr.read_buf(&mut server.read_buf), if bufs.to_client.len() < HIGH_WATER => {
+            r = sr.read_buf(&mut ex.server.read_buf), if ex.bufs.to_client.len() < HIGH_WATER => {
                 match r {
                     Ok(0) => {
-                        server.mark_broken();
-                        return RelayEnd::ServerLost { error: ServerError::Closed, told_client: server_fatal };
+                        ex.server.mark_broken();
+                        return RelayEnd::ServerLost { error: ServerError::Closed, told_client: ex.server_explained() };
                     }
                     Err(e) => {
-                        server.mark_broken();
-                        return RelayEnd::ServerLost { error: e.into(), told_client: server_fatal };
+                        ex.server.mark_broken();
+                        return RelayEnd::ServerLost { error: e.into(), told_client: ex.server_explained() };
                     }
-                    Ok(n) => bufs.meter.server_bytes(n),
+                    Ok(n) => ex.bufs.meter.server_bytes(n),
                 }
-                let next = turns::server_bytes(bufs, decoder, server, tracking.as_mut(), &mut server_fatal);
-                if let Some(end) = carry_out(next, bufs, server, Some(&mut cw)).await {
+                let next = ex.server_read();
+                if let Some(end) = carry_out(next, ex.bufs, ex.server, Some(&mut cw)).await {
                     return end;
                 }
             }
-            r = cr.read_buf(&mut bufs.from_client), if client_readable => {
+            r = cr.read_buf(&mut ex.bufs.from_client), if client_readable => {
                 let n = match r {
                     Ok(0) | Err(_) => return RelayEnd::ClientDone,
                     Ok(n) => n,
                 };
-                turns::client_read(bufs, server, n);
-                let next = turns::client_frames(bufs, decoder, server, tracking.as_mut());
-                if let Some(end) = carry_out(next, bufs, server, Some(&mut cw)).await {
+                let next = ex.client_read(n);
+                if let Some(end) = carry_out(next, ex.bufs, ex.server, Some(&mut cw)).await {
                     return end;
                 }
             }
-            r = sw.write(&bufs.to_server), if !bufs.to_server.is_empty() => {
+            r = sw.write(&ex.bufs.to_server), if !ex.bufs.to_server.is_empty() => {
                 match r {
                     Ok(n) => {
-                        bufs.to_server.advance(n);
-                        turns::server_written(server);
+                        ex.bufs.to_server.advance(n);
+                        ex.server_written();
                     }
                     Err(e) => {
-                        server.mark_broken();
+                        ex.server.mark_broken();
                         return RelayEnd::ServerLost { error: e.into(), told_client: false };
                     }
                 }
             }
-            r = cw.write(&bufs.to_client), if !bufs.to_client.is_empty() => {
+            r = cw.write(&ex.bufs.to_client), if !ex.bufs.to_client.is_empty() => {
                 match r {
-                    Ok(n) => bufs.to_client.advance(n),
+                    Ok(n) => ex.bufs.to_client.advance(n),
                     Err(_) => return RelayEnd::ClientDone,
                 }
                 if client_stalled {
@@ -181,7 +183,7 @@ pub async fn relay(
                 }
                 // TLS may hold the last records inside the session until flushed; for plain
                 // TCP this is free.
-                if bufs.to_client.is_empty() && cw.flush().await.is_err() {
+                if ex.bufs.to_client.is_empty() && cw.flush().await.is_err() {
                     return RelayEnd::ClientDone;
                 }
             }

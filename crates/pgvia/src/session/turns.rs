@@ -14,6 +14,60 @@ use crate::server::forward::write_close;
 use crate::server::tracker::Replies;
 use crate::server::{FirstRequest, ServerConn};
 
+/// One client's exchange with the server it holds, without the sockets: the relay tells it
+/// what each socket did (bytes read from either side, bytes written to the server) and it
+/// says what the relay does next. Frames the client sent are checked, held, answered by
+/// pgvia or moved to the server's write buffer; the server's replies move to the client's,
+/// and the exchange decides when the server may go back. `turns_tests.rs` drives it with
+/// scripted frames and no PostgreSQL.
+pub(super) struct Exchange<'a, 't> {
+    pub(super) bufs: &'a mut Buffers,
+    pub(super) decoder: &'a FrameDecoder,
+    pub(super) server: &'a mut ServerConn,
+    /// Transaction pooling's bookkeeping; `None` for a session that keeps its server.
+    pub(super) tracking: Option<Tracking<'t>>,
+    /// The server's own FATAL has reached the client.
+    server_fatal: bool,
+}
+
+impl<'a, 't> Exchange<'a, 't> {
+    pub(super) fn new(
+        bufs: &'a mut Buffers,
+        decoder: &'a FrameDecoder,
+        server: &'a mut ServerConn,
+        tracking: Option<Tracking<'t>>,
+    ) -> Self {
+        Exchange { bufs, decoder, server, tracking, server_fatal: false }
+    }
+
+    /// The client's frames already buffered (what came with the request that got this
+    /// server, or is left from an earlier turn).
+    pub(super) fn client_frames(&mut self) -> Next {
+        client_frames(self.bufs, self.decoder, self.server, self.tracking.as_mut())
+    }
+
+    /// `n` more bytes arrived from the client (at the end of `bufs.from_client`).
+    pub(super) fn client_read(&mut self, n: usize) -> Next {
+        client_read(self.bufs, self.server, n);
+        self.client_frames()
+    }
+
+    /// Bytes arrived from the server (in `server.read_buf`).
+    pub(super) fn server_read(&mut self) -> Next {
+        server_bytes(self.bufs, self.decoder, self.server, self.tracking.as_mut(), &mut self.server_fatal)
+    }
+
+    /// Bytes were written to the server.
+    pub(super) fn server_written(&mut self) {
+        server_written(self.server);
+    }
+
+    /// Whether the server's own FATAL already told the client why it is going.
+    pub(super) fn server_explained(&self) -> bool {
+        self.server_fatal
+    }
+}
+
 /// What the relay does after a turn.
 #[derive(Debug)]
 pub(super) enum Next {
@@ -30,7 +84,7 @@ pub(super) enum Next {
 
 /// The client's whole, valid frames read so far go to the server's write buffer (or are held,
 /// or answered by pgvia).
-pub(super) fn client_frames(
+fn client_frames(
     bufs: &mut Buffers,
     decoder: &FrameDecoder,
     server: &mut ServerConn,
@@ -76,7 +130,7 @@ pub(super) fn client_frames(
 
 /// `n` more bytes arrived from the client (at the end of `bufs.from_client`): what the client
 /// pipelines behind its first request goes with it, if the request goes to another server.
-pub(super) fn client_read(bufs: &mut Buffers, server: &mut ServerConn, n: usize) {
+fn client_read(bufs: &mut Buffers, server: &mut ServerConn, n: usize) {
     bufs.meter.client_bytes(n);
     if matches!(server.first_request, FirstRequest::Unsent | FirstRequest::Awaiting) {
         let more = &bufs.from_client[bufs.from_client.len() - n..];
@@ -88,7 +142,7 @@ pub(super) fn client_read(bufs: &mut Buffers, server: &mut ServerConn, n: usize)
 }
 
 /// Bytes were written to the server: its first request is on its way.
-pub(super) fn server_written(server: &mut ServerConn) {
+fn server_written(server: &mut ServerConn) {
     if server.first_request == FirstRequest::Unsent {
         server.first_request = FirstRequest::Awaiting;
     }
@@ -97,7 +151,7 @@ pub(super) fn server_written(server: &mut ServerConn) {
 /// The server's bytes read so far (in `server.read_buf`): replies move to the client, the
 /// statement bookkeeping settles, and the server may be done for this client.
 /// `server_fatal` is set once the server's own FATAL reached the client.
-pub(super) fn server_bytes(
+fn server_bytes(
     bufs: &mut Buffers,
     decoder: &FrameDecoder,
     server: &mut ServerConn,

@@ -13,7 +13,7 @@ use wire::FrameDecoder;
 use super::super::exchange::{Buffers, Held, RelayEnd, Tracking};
 use super::super::memo::QueryMemo;
 use super::super::state::SessionState;
-use super::Next;
+use super::{Exchange, Next};
 use crate::config::RolePreference;
 use crate::pool::PoolStats;
 use crate::prepared::{ClientStatements, PurgePolicy, Registry, ServerStatements};
@@ -85,31 +85,36 @@ impl Script {
         (tracking, &mut self.bufs, &self.decoder, &mut self.server, &mut self.server_fatal)
     }
 
+    /// Runs one turn of the session's exchange, keeping what it learned for the next.
+    fn turn(&mut self, turn: impl FnOnce(&mut Exchange<'_, '_>) -> Next) -> Next {
+        let (t, bufs, decoder, server, fatal) = self.parts();
+        let mut ex = Exchange::new(bufs, decoder, server, Some(t));
+        let next = turn(&mut ex);
+        *fatal |= ex.server_explained();
+        let kept = ex.tracking.as_ref().map(|t| (t.held, t.open_batch));
+        if let Some(kept) = kept {
+            (self.held, self.open_batch) = kept;
+        }
+        next
+    }
+
     /// The client sent `frames`.
     fn client(&mut self, frames: &[u8]) -> Next {
         self.bufs.from_client.extend_from_slice(frames);
-        let (mut t, bufs, decoder, server, _) = self.parts();
-        let next = super::client_frames(bufs, decoder, server, Some(&mut t));
-        let kept = (t.held, t.open_batch);
-        (self.held, self.open_batch) = kept;
-        next
+        self.turn(|ex| ex.client_frames())
     }
 
     /// The server sent `frames`.
     fn server(&mut self, frames: &[u8]) -> Next {
         self.server.read_buf.extend_from_slice(frames);
-        let (mut t, bufs, decoder, server, fatal) = self.parts();
-        let next = super::server_bytes(bufs, decoder, server, Some(&mut t), fatal);
-        let kept = (t.held, t.open_batch);
-        (self.held, self.open_batch) = kept;
-        next
+        self.turn(|ex| ex.server_read())
     }
 
     /// What pgvia wrote to the server so far (as a write to the socket would take it).
     fn sent_to_server(&mut self) -> Vec<(u8, Vec<u8>)> {
         let out = frames(&self.bufs.to_server);
         self.bufs.to_server.clear();
-        super::server_written(&mut self.server);
+        super::Exchange::new(&mut self.bufs, &self.decoder, &mut self.server, None).server_written();
         out
     }
 
@@ -269,6 +274,29 @@ async fn copy_in_keeps_the_server_until_the_copy_ends() {
     assert_eq!(tags(&s.sent_to_server()), "Qddc", "COPY data goes as it came");
     assert!(is_quiescent(&s.server(&reply("C", "COPY 2", TransactionStatus::Idle))));
     assert_eq!(tags(&s.sent_to_client()), "GCZ");
+}
+
+#[tokio::test]
+async fn copy_out_is_passed_on_as_it_came_and_released_at_its_ready() {
+    let mut s = Script::new(false).await;
+    assert!(matches!(s.client(&query("COPY t TO STDOUT")), Next::Relay));
+    assert_eq!(tags(&s.sent_to_server()), "Q");
+    let mut copy_out = BytesMut::new();
+    build::frame(&mut copy_out, b'H', |b| {
+        b.put_u8(0);
+        b.put_u16(0);
+    });
+    copy_out.extend_from_slice(&copy_data(b"1\n"));
+    // The server's rows arrive over several reads; none of them lets the server go.
+    assert!(matches!(s.server(&copy_out), Next::Relay), "COPY OUT is under way");
+    let mut rest = copy_data(b"2\n");
+    rest.extend_from_slice(&copy_done());
+    assert!(matches!(s.server(&rest), Next::Relay), "the COPY's CommandComplete has not come");
+    assert!(is_quiescent(&s.server(&reply("C", "COPY 2", TransactionStatus::Idle))));
+    let sent = s.sent_to_client();
+    assert_eq!(tags(&sent), "HddcCZ", "every frame goes to the client in order");
+    assert_eq!(sent[1].1, b"1\n");
+    assert_eq!(sent[2].1, b"2\n");
 }
 
 #[tokio::test]
