@@ -559,5 +559,34 @@ async fn a_cancel_reaches_every_shard_of_a_cross_shard_query() {
         }
         assert_eq!(left, 0, "shard {i} still runs the cancelled query");
     }
+
+    // A request that waits for shard servers (four clients hold every shard's pool of four
+    // in open transactions) has no server to signal: pgvia answers its cancel with 57014,
+    // nothing of it runs, and the session goes on.
+    let mut holders = Vec::new();
+    for _ in 0..4 {
+        let holder = proxy.connect(USER, PASSWORD, DB).await;
+        holder.batch_execute("BEGIN; SELECT count(*) FROM items").await.expect("a server on every shard");
+        holders.push(holder);
+    }
+    let token = via.cancel_token();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        token.cancel_query(tokio_postgres::NoTls).await.expect("cancel sent");
+    });
+    let started = std::time::Instant::now();
+    let err = via
+        .simple_query("INSERT INTO items (id, name) VALUES (1000, 'never')")
+        .await
+        .expect_err("cancelled while it waited for servers");
+    canceller.await.expect("canceller");
+    assert_eq!(common::sqlstate(&err).as_deref(), Some("57014"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "answered after {:?}", started.elapsed());
+    for holder in &holders {
+        holder.batch_execute("COMMIT").await.expect("commit");
+    }
+    let never: i64 =
+        via.query_one("SELECT count(*) FROM items WHERE id = 1000", &[]).await.expect("count").get(0);
+    assert_eq!(never, 0, "the cancelled INSERT ran");
     proxy.stop().await;
 }

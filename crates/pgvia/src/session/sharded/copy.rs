@@ -57,6 +57,7 @@ impl ShardedSession<'_> {
             }
         };
         let implicit = matches!(self.tx, super::Tx::Idle);
+        self.aim_cancels(targets);
         let mut flight = match self
             .launch(targets, super::io::Payload::Same(&frame), Combine::Concat, &[], implicit)
             .await

@@ -179,6 +179,7 @@ impl ShardedSession<'_> {
         parse_drops: &[bool],
         implicit_begin: bool,
     ) -> Result<Outcome, ServerError> {
+        self.aim_cancels(targets);
         let mut flight = self
             .launch(targets, Payload::Same(payload), Combine::Concat, parse_drops, implicit_begin)
             .await?;
@@ -229,13 +230,34 @@ impl ShardedSession<'_> {
             bytes.extend_from_slice(body);
             self.send_to(shard, &bytes).await?;
         }
-        let mut servers = lanes.iter().filter_map(|&s| self.held[s].as_ref());
+        Ok(Flight { fan, lanes, reply_start: self.to_client.len(), hold: implicit_begin })
+    }
+
+    /// Points the client's cancel key at the held servers of `targets`: one cancel signals
+    /// every shard the exchange runs on. Called before [`Self::launch`] sends anything.
+    pub(super) fn aim_cancels(&mut self, targets: ShardSet) {
+        let mut servers = targets.iter().filter_map(|s| self.held[s].as_ref());
         if let Some(first) = servers.next() {
             let mut target = first.conn_ref().cancel_target();
             target.also = servers.map(|c| c.conn_ref().cancel_target()).collect();
             self.cancel.slot.set(Some(target));
         }
-        Ok(Flight { fan, lanes, reply_start: self.to_client.len(), hold: implicit_begin })
+    }
+
+    /// A cancel came while the exchange waited for a shard's server: nothing was sent, so the
+    /// client gets 57014 as for a statement cancelled at once, and its transaction, if any,
+    /// fails as it would on a server. Servers taken for it go back untouched.
+    async fn answer_cancelled(&mut self) {
+        self.errored = true;
+        wire::build::ErrorFields::error(SqlState::QUERY_CANCELED, "canceling statement due to user request")
+            .write(&mut self.to_client);
+        if let Tx::Open { failed, .. } = &mut self.tx {
+            *failed = true;
+        }
+        self.ready();
+        if matches!(self.tx, Tx::Idle) {
+            self.give_back_all().await;
+        }
     }
 
     /// Writes whole client frames to the held server of `shard`, telling its tracker.
@@ -316,11 +338,32 @@ impl ShardedSession<'_> {
         writes: bool,
     ) -> Result<(), SessionError> {
         let implicit = matches!(self.tx, Tx::Idle) && writes && targets.len() > 1;
+        // A cancel while the exchange waits for its servers has no server to signal: it is
+        // answered here (see `CancelSlot::queue`).
+        let slot = std::sync::Arc::clone(&self.cancel.slot);
+        let queued = slot.queue();
         for shard in targets.iter() {
-            if let Err(e) = self.ensure_server(shard, writes).await {
-                self.shard_failed(shard, &e).await;
-                return Ok(());
+            let taken = tokio::select! {
+                biased;
+                () = queued.cancelled() => None,
+                taken = self.ensure_server(shard, writes) => Some(taken),
+            };
+            match taken {
+                None => {
+                    self.answer_cancelled().await;
+                    return Ok(());
+                }
+                Some(Err(e)) => {
+                    self.shard_failed(shard, &e).await;
+                    return Ok(());
+                }
+                Some(Ok(())) => {}
             }
+        }
+        self.aim_cancels(targets);
+        if queued.finish() {
+            self.answer_cancelled().await;
+            return Ok(());
         }
         let sent = match self.launch(targets, payload, combine, parse_drops, implicit).await {
             Ok(mut flight) => match self.pump(&mut flight, false).await {

@@ -509,6 +509,7 @@ impl ShardedSession<'_> {
                 return None;
             }
         }
+        self.aim_cancels(targets);
         let sent = match self.launch(targets, payload, Combine::Concat, parse_drops, false).await {
             Ok(mut flight) => {
                 flight.hold = true;
