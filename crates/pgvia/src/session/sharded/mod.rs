@@ -260,12 +260,12 @@ impl<'a> ShardedSession<'a> {
         if let Some(s) = set.iter().find(|&s| self.held[s].is_some()) {
             return s;
         }
-        let members: Vec<ShardId> = set.iter().collect();
-        if members.is_empty() {
+        let count = set.len();
+        if count == 0 {
             return 0;
         }
         self.turn = self.turn.wrapping_add(1);
-        members[self.turn % members.len()]
+        set.iter().nth(self.turn % count).unwrap_or(0)
     }
 
     /// Inside a failed transaction, refuses the exchange as PostgreSQL does (25P02).
