@@ -55,7 +55,9 @@ const LAST_WORDS: Duration = Duration::from_secs(1);
 pub async fn serve(app: Arc<App>, stream: ClientStream, peer: ClientPeer, pending: PendingLogin) {
     let local = match &stream {
         ClientStream::Plain(tcp) => {
-            crate::net::stream::tune(tcp);
+            if !crate::net::stream::ACCEPTED_INHERIT_TUNING {
+                crate::net::stream::tune(tcp);
+            }
             tcp.local_addr().ok()
         }
         ClientStream::Unix(_) | ClientStream::Tls(_) | ClientStream::Memory(..) => None,
@@ -237,8 +239,11 @@ async fn logged_in(
     };
     let _db_slot = app.database_slot(&database.name)?;
     let _user_slot = app.user_client_slot(&user.name)?;
+    // AuthenticationOk (after SASLFinal, still in `out`) goes out with the welcome below in one
+    // write: a login is a handful of round trips, and each write is a send and a wake-up of the
+    // client. Nothing the client does depends on seeing it earlier; a failure from here on
+    // is appended after it, as before.
     build::authentication_ok(out);
-    send(stream, out).await?;
 
     // A sharded database: a pool group per shard; the first shard's stands for the
     // database at login (parameters, settings check).
