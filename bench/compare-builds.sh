@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Usage: bench/compare-builds.sh OLD_PGVIA NEW_PGVIA [--rounds N] [--seconds S] [PGBENCH_ARGS ...]
+# Usage: bench/compare-builds.sh OLD_PGVIA NEW_PGVIA [--rounds N] [--seconds S] [--auth trust|scram]
+#                                [PGBENCH_ARGS ...]
 #
 # Two pgvia binaries side by side in front of one throwaway PostgreSQL 15 (fsync off,
-# pgbench -i -s 10), transaction mode, pool of 20, trust authentication. Each PGBENCH_ARGS
+# pgbench -i -s 10), transaction mode, pool of 20, trust authentication (--auth scram: the
+# client logs in to pgvia and pgvia to PostgreSQL with SCRAM-SHA-256, a verifier of iteration
+# count 1, as scripts/bench does; for logins, e.g. "-C -S -c 16 -j 2"). Each PGBENCH_ARGS
 # (one quoted string per workload; default "-S -M simple -c 16 -j 2" and "-M simple -c 16 -j 2")
 # runs N rounds (default 5) of S seconds (default 5), the builds interleaved (old, new, old,
 # new, ...), and prints per run TPS and each pgvia's CPU seconds per 1,000 transactions (user +
@@ -14,11 +17,12 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0
 (($# >= 2)) || { usage >&2; exit 2; }
 declare -A bin=([old]=$(realpath "$1") [new]=$(realpath "$2"))
 shift 2
-rounds=5 secs=5 workloads=()
+rounds=5 secs=5 auth=trust workloads=()
 while (($#)); do
     case $1 in
         --rounds) rounds=${2:?}; shift ;;
         --seconds) secs=${2:?}; shift ;;
+        --auth) auth=${2:?}; shift ;;
         -h | --help) usage; exit 0 ;;
         *) workloads+=("$1") ;;
     esac
@@ -27,57 +31,32 @@ done
 ((${#workloads[@]})) || workloads=("-S -M simple -c 16 -j 2" "-M simple -c 16 -j 2")
 for v in old new; do [[ -x ${bin[$v]} ]] || { echo "compare-builds: ${bin[$v]} is not executable" >&2; exit 2; }; done
 
+[[ $auth == trust || $auth == scram ]] || { echo "compare-builds: --auth is trust or scram" >&2; exit 2; }
+
 # shellcheck source=SCRIPTDIR/../scripts/lib/setup.sh
 source scripts/lib/setup.sh
-cargo build -q --release -p harness
-pgharness=${CARGO_TARGET_DIR:-target}/release/pgharness
+# shellcheck source=SCRIPTDIR/lib/stand.sh
+source bench/lib/stand.sh
 work=$(mktemp -d /var/tmp/pgvia-compare.XXXXXX)
 chmod 755 "$work"
 declare -A port pid
 cleanup() {
     for v in old new; do [[ -n ${pid[$v]:-} ]] && kill "${pid[$v]}" 2>/dev/null; done
     wait 2>/dev/null || true
-    [[ -f $work/pg/pgharness.meta ]] && "$pgharness" stop --dir "$work/pg" >/dev/null 2>&1
+    stand_stop_pg "$work"
     rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-pg_port=$("$pgharness" start --dir "$work/pg" --auth trust | sed -n 's/^PGPORT=//p')
-for sql in "ALTER SYSTEM SET fsync = off" "ALTER SYSTEM SET synchronous_commit = off" "SELECT pg_reload_conf()" \
-    "CREATE ROLE bench LOGIN" "CREATE DATABASE bench OWNER bench"; do
-    "$pgharness" psql --dir "$work/pg" -c "$sql" >/dev/null
-done
-pgbench -q -i -s 10 -h 127.0.0.1 -p "$pg_port" -U bench bench >/dev/null 2>&1
+stand_start_pg "$work" "$auth"
 for v in old new; do
-    port[$v]=$(free_port)
-    cat >"$work/$v.toml" <<TOML
-[general]
-listen_addr = "127.0.0.1"
-listen_port = ${port[$v]}
-log_level = "warn"
-auth_method = "trust"
-
-[pool]
-pool_mode = "transaction"
-pool_size = 20
-
-[[databases]]
-name = "bench"
-host = "127.0.0.1"
-port = $pg_port
-
-[[users]]
-name = "bench"
-password = "unused"
-TOML
+    port[$v]=$(stand_free_port)
+    stand_pgvia_config "$work/$v.toml" "${port[$v]}"
     "${bin[$v]}" --config "$work/$v.toml" >"$work/$v.log" 2>&1 &
     pid[$v]=$!
 done
-for v in old new; do
-    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/${port[$v]}") 2>/dev/null && break; sleep 0.1; done
-done
+for v in old new; do stand_wait_port "${port[$v]}"; done
 
 results=$work/results.tsv
 for args in "${workloads[@]}"; do

@@ -102,8 +102,17 @@ fn main() -> ExitCode {
             Err(e) => tracing::warn!(error = %e, "listening, address unknown"),
         }
         tokio::spawn(reload_on_sighup(std::sync::Arc::downgrade(proxy.app())));
-        proxy.run(stop_signal()).await;
-        ExitCode::SUCCESS
+        // The accept loop runs as a task on a runtime worker rather than in `block_on` on the
+        // main thread: a session spawned from a worker starts in that worker's own queue,
+        // where a spawn from outside the workers goes through the shared queue and wakes a
+        // worker thread (a futex call and a thread switch per login).
+        match tokio::spawn(proxy.run(stop_signal())).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!(error = %e, "the accept loop ended abnormally");
+                ExitCode::FAILURE
+            }
+        }
     })
 }
 

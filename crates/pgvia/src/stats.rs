@@ -10,8 +10,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Traffic counters of one client, or the totals of a pool.
+///
+/// Not cache-line aligned: a client's counters are written by its own session only, and a
+/// pool's totals once per client that leaves, so there is little false sharing to avoid,
+/// while the alignment made every client's registry entry a 128-byte-aligned allocation of
+/// 640 bytes, most of it padding, that an idle client kept (issue 19).
 #[derive(Debug, Default)]
-#[repr(align(128))]
 pub struct Counters {
     /// Transactions ended (each ReadyForQuery with status idle).
     pub xacts: AtomicU64,

@@ -23,6 +23,8 @@ fn bind_addr(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     socket.set_nonblocking(true)?;
+    // Accepted sockets inherit these (see `ACCEPTED_INHERIT_TUNING`).
+    crate::net::stream::tune_socket(socket2::SockRef::from(&socket));
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
     TcpListener::from_std(socket.into())
@@ -60,4 +62,27 @@ pub fn bind_unix(dir: &Path, port: u16) -> std::io::Result<UnixSocket> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&socket.path, std::fs::Permissions::from_mode(0o777))?;
     Ok(socket)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The premise of `ACCEPTED_INHERIT_TUNING`: an accepted socket comes with the listener's
+    /// options, so the session does not set them again.
+    #[tokio::test]
+    async fn accepted_sockets_inherit_the_listeners_tuning() {
+        if !crate::net::stream::ACCEPTED_INHERIT_TUNING {
+            return;
+        }
+        let listener = bind_addr("127.0.0.1:0".parse().expect("address")).expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (accepted, _) = listener.accept().await.expect("accept");
+        let sock = socket2::SockRef::from(&accepted);
+        assert!(sock.nodelay().expect("TCP_NODELAY"));
+        assert!(sock.keepalive().expect("SO_KEEPALIVE"));
+        assert_eq!(sock.keepalive_time().expect("TCP_KEEPIDLE"), std::time::Duration::from_secs(60));
+        assert_eq!(sock.keepalive_interval().expect("TCP_KEEPINTVL"), std::time::Duration::from_secs(10));
+    }
 }

@@ -165,10 +165,20 @@ impl AsyncWrite for ClientStream {
 /// (its zero window counts as unacknowledged data); what a client that stops reading can
 /// hold is bounded by the session's time limits and the 1 s limit on its last words instead.
 pub fn tune(stream: &TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let sock = socket2::SockRef::from(stream);
+    tune_socket(socket2::SockRef::from(stream));
+}
+
+/// [`tune`] on any TCP socket, listeners included.
+pub fn tune_socket(sock: socket2::SockRef<'_>) {
+    let _ = sock.set_nodelay(true);
     let ka = socket2::TcpKeepalive::new()
         .with_time(std::time::Duration::from_secs(60))
         .with_interval(std::time::Duration::from_secs(10));
     let _ = sock.set_tcp_keepalive(&ka);
 }
+
+/// Whether a client socket already has [`tune`]'s options when accepted: Linux copies
+/// `TCP_NODELAY`, `SO_KEEPALIVE`, `TCP_KEEPIDLE` and `TCP_KEEPINTVL` from the listening socket
+/// (the listener is tuned in `net::listener`), which saves four system calls per login.
+/// Elsewhere each accepted socket is tuned itself. `net::listener`'s tests check the copy.
+pub const ACCEPTED_INHERIT_TUNING: bool = cfg!(target_os = "linux");

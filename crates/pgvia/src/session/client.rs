@@ -205,7 +205,6 @@ pub async fn release(app: &App, checkout: Option<Checkout>, unsent: &[u8]) {
 
 impl Session<'_> {
     async fn serve(&mut self) -> RelayEnd {
-        let release_when_quiescent = self.pool.settings.pool_mode != PoolMode::Session;
         loop {
             if self.server.is_none() {
                 if let Some(end) = self.wait_for_work().await {
@@ -213,16 +212,33 @@ impl Session<'_> {
                 }
                 let Buffers { first, from_client, .. } = &mut self.bufs;
                 first.keep(from_client, self.deferred_begin.as_ref());
-                match self.assign().await {
-                    Ok(Assigned::Server) => {}
-                    Ok(Assigned::Cancelled) => {
-                        self.answer_cancelled();
-                        continue;
-                    }
-                    Err(e) => return RelayEnd::Error(e),
-                }
             }
-            let Some(checkout) = self.server.as_mut() else { continue };
+            // What needs a server (checkout, relay, state refresh, give-back) is a future of
+            // its own on the heap, for as long as the client has a server: inline, its state
+            // would size every session's task, and an idle client would carry it (issue 19,
+            // docs/benchmarks.md). One allocation per transaction, none per message.
+            if let Some(end) = Box::pin(self.busy()).await {
+                return end;
+            }
+        }
+    }
+
+    /// Takes a server if the client holds none, then relays until the server goes back to
+    /// the pool (`None`: wait for the next request) or the session ends (`Some`).
+    async fn busy(&mut self) -> Option<RelayEnd> {
+        let release_when_quiescent = self.pool.settings.pool_mode != PoolMode::Session;
+        if self.server.is_none() {
+            match self.assign().await {
+                Ok(Assigned::Server) => {}
+                Ok(Assigned::Cancelled) => {
+                    self.answer_cancelled();
+                    return None;
+                }
+                Err(e) => return Some(RelayEnd::Error(e)),
+            }
+        }
+        loop {
+            let checkout = self.server.as_mut()?;
             let tracking = release_when_quiescent.then_some(exchange::Tracking {
                 analyzer: &self.app.analyzer,
                 memo: &mut self.memo,
@@ -250,21 +266,22 @@ impl Session<'_> {
             match end {
                 RelayEnd::Quiescent => {
                     if let Err(e) = self.refresh_state().await {
-                        return RelayEnd::Error(e);
+                        return Some(RelayEnd::Error(e));
                     }
                     self.note_transaction_end();
                     if self.state.pins.is_empty() {
                         self.give_back_quiescent().await;
+                        return None;
                     } else if !self.bufs.from_client.is_empty() {
                         // The relay stopped at a message statement mode refuses; answer it
                         // here, keeping the pinned server.
                         if let Some(end) = self.wait_for_work().await {
-                            return end;
+                            return Some(end);
                         }
                     }
                 }
                 RelayEnd::ServerLost { error, .. } if self.retry_elsewhere(&error) => {}
-                other => return other,
+                other => return Some(other),
             }
         }
     }

@@ -56,7 +56,9 @@ const LAST_WORDS: Duration = Duration::from_secs(1);
 pub async fn serve(app: Arc<App>, stream: ClientStream, peer: ClientPeer, pending: PendingLogin) {
     let local = match &stream {
         ClientStream::Plain(tcp) => {
-            crate::net::stream::tune(tcp);
+            if !crate::net::stream::ACCEPTED_INHERIT_TUNING {
+                crate::net::stream::tune(tcp);
+            }
             tcp.local_addr().ok()
         }
         ClientStream::Unix(_) | ClientStream::Tls(_) | ClientStream::Memory(..) => None,
@@ -115,7 +117,9 @@ async fn run(
     let login = Login { deadline: tokio::time::Instant::now() + limit, limit, pending };
     let (opening, checked) = match entry {
         Entry::Wire => {
-            let opening = tokio::time::timeout_at(login.deadline, startup::open(app, raw))
+            // Boxed, as `log_in` is: inline, its state would size the task that an idle client
+            // keeps for its whole life (issue 19).
+            let opening = tokio::time::timeout_at(login.deadline, Box::pin(startup::open(app, raw)))
                 .await
                 .map_err(|_| SessionError::LoginTimeout(limit))??;
             (opening, Checked::No)
@@ -129,7 +133,7 @@ async fn run(
         None | Some(Opening::Cancelled) => return Ok(()),
         Some(Opening::Refused { stream, error }) => (stream, Err(error)),
         Some(Opening::Login { mut stream, startup, mut buf }) => {
-            let session = Start { startup: &startup, ends, login, checked };
+            let session = Start { startup, ends, login, checked };
             let result = logged_in(app, &mut stream, &mut buf, &mut out, session).await;
             (stream, result)
         }
@@ -159,8 +163,9 @@ enum Checked {
 }
 
 /// What a session starts from once its StartupMessage is known.
-struct Start<'a> {
-    startup: &'a StartupMessage,
+struct Start {
+    /// Owned, so that it is gone once the client is logged in (an idle client kept it).
+    startup: StartupMessage,
     ends: Endpoints,
     login: Login,
     checked: Checked,
@@ -168,18 +173,54 @@ struct Start<'a> {
 
 /// Logs the client in, then serves it. Errors returned are login failures; how a session
 /// ended after login is logged by the session itself.
+///
+/// The login is a future of its own on the heap, gone once the client is in: inline, its
+/// locals (the database's configuration, a server taken for a session-mode client, the
+/// client's identity, slots) and the largest of its steps would size the task that an idle
+/// client keeps for its whole life (issue 19; `docs/benchmarks.md`).
 async fn logged_in(
     app: &App,
     stream: &mut ClientStream,
     buf: &mut BytesMut,
     out: &mut BytesMut,
-    start: Start<'_>,
+    start: Start,
 ) -> Result<(), SessionError> {
+    match Box::pin(log_in(app, stream, buf, out, start)).await? {
+        Some(ready) => serve_logged_in(app, out, ready).await,
+        None => Ok(()),
+    }
+}
+
+/// A client logged in to a real database, with what its session needs to the end.
+struct Ready<'a> {
+    session: client::Session<'a>,
+    handle: crate::clients::ClientHandle,
+    /// Its places among the process's, the database's and the user's clients.
+    _slots: [crate::app::ClientSlot<'a>; 3],
+    peer: ClientPeer,
+    user: String,
+    database: String,
+    since: std::time::Instant,
+}
+
+/// The login proper: authentication, limits, the welcome, the client's registration. An
+/// admin console or sharded client is served here to the end (`None`); any other gets its
+/// session back.
+async fn log_in<'a>(
+    app: &'a App,
+    stream: &'a mut ClientStream,
+    buf: &mut BytesMut,
+    out: &mut BytesMut,
+    start: Start,
+) -> Result<Option<Box<Ready<'a>>>, SessionError> {
     let Start { startup, ends, login, checked } = start;
     let since = std::time::Instant::now();
-    let identity = login::identify(startup)?;
-    let protocol = login::negotiate(startup, out);
+    let identity = login::identify(&startup)?;
+    let protocol = login::negotiate(&startup, out);
+    let application_name = startup.param("application_name").unwrap_or_default().to_owned();
+    drop(startup);
     if checked == Checked::No {
+        // Not boxed on its own: the whole of `log_in` is, for the login's duration only.
         let auth = login::authenticate(app, stream, buf, out, &identity.user);
         tokio::time::timeout_at(login.deadline, auth)
             .await
@@ -188,14 +229,14 @@ async fn logged_in(
     let config = app.config();
     // Counted once authenticated: a host that cannot log in holds a place among those
     // logging in (bounded per address), never one of max_client_connections.
-    let _client_slot = app.process_slot(config.user(&identity.user).is_some_and(|u| u.admin))?;
+    let client_slot = app.process_slot(config.user(&identity.user).is_some_and(|u| u.admin))?;
     let tls = stream.is_tls();
     let who = |admin| ClientIdentity {
         peer: ends.peer,
         local: ends.local,
         user: identity.user.clone(),
         database: identity.database.clone(),
-        application_name: startup.param("application_name").unwrap_or_default().to_owned(),
+        application_name: application_name.clone(),
         tls,
         admin,
     };
@@ -224,7 +265,7 @@ async fn logged_in(
             };
             tracing::info!(client = handle.info.id, addr = %ends.peer, user = %identity.user, duration = ?since.elapsed(), %reason, "admin console client disconnected");
         }
-        return result.map(|_| ()).map_err(SessionError::from);
+        return result.map(|_| None).map_err(SessionError::from);
     }
     let Some(database) = config.database_for_client(&identity.database) else {
         return Err(SessionError::refused(
@@ -236,10 +277,13 @@ async fn logged_in(
         // Authentication cannot succeed for an unknown user; this is belt and braces.
         return Err(SessionError::refused(SqlState::INVALID_PASSWORD, "authentication failed"));
     };
-    let _db_slot = app.database_slot(&database.name)?;
-    let _user_slot = app.user_client_slot(&user.name)?;
+    let db_slot = app.database_slot(&database.name)?;
+    let user_slot = app.user_client_slot(&user.name)?;
+    // AuthenticationOk (after SASLFinal, still in `out`) goes out with the welcome below in one
+    // write: a login is a handful of round trips, and each write is a send and a wake-up of the
+    // client. Nothing the client does depends on seeing it earlier; a failure from here on
+    // is appended after it, as before.
     build::authentication_ok(out);
-    send(stream, out).await?;
 
     // A sharded database: a pool group per shard; the first shard's stands for the
     // database at login (parameters, settings check).
@@ -313,7 +357,8 @@ async fn logged_in(
             }
         };
         let from_client = std::mem::take(buf);
-        let mut session = sharded::ShardedSession::new(
+        // A sharded session is boxed: inline, its state would size every client's task.
+        let mut session = Box::new(sharded::ShardedSession::new(
             app,
             stream,
             pool,
@@ -325,7 +370,7 @@ async fn logged_in(
             patron,
             identity.settings.clone(),
             from_client,
-        );
+        ));
         drop(config);
         let reason = session.run(out).await;
         let pool = session.pool.clone();
@@ -334,11 +379,11 @@ async fn logged_in(
         if app.config().general.log_connections {
             tracing::info!(client = info.id, addr = %ends.peer, user = %identity.user, database = %identity.database, duration = ?since.elapsed(), reason = %reason, "client disconnected");
         }
-        return Ok(());
+        return Ok(None);
     }
     // Built in a block: the parts moved into the session are then not kept a second time
     // in this function's future, which every idle client carries.
-    let mut session = {
+    let session = {
         let mut bufs = exchange::Buffers::new();
         bufs.meter = meter::Meter::new(info.clone(), config.general.slow_query_threshold);
         bufs.read_limits = backpressure::ReadLimits::new(app.admission.clone(), &config.limits);
@@ -378,19 +423,46 @@ async fn logged_in(
         }
     };
     drop(config);
-    let reason = session.run(out).await;
+    // Boxed: moved as a whole, it would be kept twice in the caller's future (the result of
+    // this one and the argument of the next).
+    Ok(Some(Box::new(Ready {
+        session,
+        handle,
+        _slots: [client_slot, db_slot, user_slot],
+        peer: ends.peer,
+        user: identity.user,
+        database: identity.database,
+        since,
+    })))
+}
+
+/// Serves a logged-in client to the end.
+async fn serve_logged_in(
+    app: &App,
+    out: &mut BytesMut,
+    mut ready: Box<Ready<'_>>,
+) -> Result<(), SessionError> {
+    // Used in place, not taken apart: locals would be a second copy in this future.
+    let reason = ready.session.run(out).await;
+    let session = &mut ready.session;
     // The server is reset (or closed) while the client hears why it was closed, not after:
     // a client that stopped reading must not keep the server, its locks and its pool slot,
     // and the client need not wait for the reset's round trips.
     let (checkout, unsent) = session.take_server();
-    tokio::join!(client::release(app, checkout, &unsent), last_words(session.client, out));
+    // Boxed like the login: the reset's state would otherwise size every idle client's task.
+    Box::pin(async {
+        tokio::join!(client::release(app, checkout, &unsent), last_words(session.client, out))
+    })
+    .await;
+    let Ready { session, handle, _slots, peer, user, database, since } = *ready;
+    let id = handle.info.id;
     handle.leave(&session.pool.totals);
     if app.config().general.log_connections {
         tracing::info!(
-            client = info.id,
-            addr = %ends.peer,
-            user = %identity.user,
-            database = %identity.database,
+            client = id,
+            addr = %peer,
+            user = %user,
+            database = %database,
             duration = ?since.elapsed(),
             reason = %reason,
             "client disconnected"
