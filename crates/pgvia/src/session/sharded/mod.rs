@@ -529,8 +529,8 @@ impl<'a> ShardedSession<'a> {
             text_order,
         };
         let mut merger = merge::Merger::new(&plan, targets.len(), options);
-        if let Some(dir) = self.app.config().limits.merge_spill_path() {
-            merger.set_spill(Box::new(merge::DirStore::new(&dir)));
+        if let Some(store) = self.app.spill.store(&self.app.config().limits) {
+            merger.set_spill(Box::new(store));
         }
         Ok(Some((plan.shard_sql().to_owned(), fanout::Merge::new(merger, targets.len(), drop_description))))
     }
