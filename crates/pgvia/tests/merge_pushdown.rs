@@ -71,5 +71,67 @@ async fn colocated_constructs_are_pushed_down_and_others_refused() {
     for sql in refused {
         assert_eq!(rows(&through, sql).await, Err("0A000".to_owned()), "{sql}");
     }
+    per_column_result_formats(proxy.addr, std::net::SocketAddr::from(([127, 0, 0, 1], c.reference.port())))
+        .await;
     proxy.stop().await;
+}
+
+/// Parse, Bind (one text parameter; result formats one code per column), Describe,
+/// Execute, Sync: the RowDescription's formats and the DataRows as bytes.
+async fn extended(
+    addr: std::net::SocketAddr,
+    sql: &str,
+    param: &str,
+    formats: &[i16],
+) -> (Vec<i16>, Vec<Vec<u8>>) {
+    use common::raw::{describe_portal, execute, frame, parse, sync, RawConn};
+    let mut conn = RawConn::login(addr, USER, PASSWORD, DB).await.unwrap();
+    let mut bind = vec![0u8, 0, 0, 0, 0, 1];
+    bind.extend_from_slice(&(param.len() as i32).to_be_bytes());
+    bind.extend_from_slice(param.as_bytes());
+    bind.extend_from_slice(&(formats.len() as i16).to_be_bytes());
+    for f in formats {
+        bind.extend_from_slice(&f.to_be_bytes());
+    }
+    let mut msgs = parse("", sql);
+    msgs.extend(frame(b'B', &bind));
+    msgs.extend(describe_portal(""));
+    msgs.extend(execute("", 0));
+    msgs.extend(sync());
+    conn.send(&msgs).await;
+    let (mut described, mut rows) = (Vec::new(), Vec::new());
+    while let Some(m) = conn.recv().await {
+        match m.tag {
+            b'T' => {
+                // Each field: name, then 18 bytes whose last two are the format code.
+                let mut p = 2;
+                for _ in 0..i16::from_be_bytes([m.body[0], m.body[1]]) {
+                    p += m.body[p..].iter().position(|&b| b == 0).unwrap() + 1 + 18;
+                    described.push(i16::from_be_bytes([m.body[p - 2], m.body[p - 1]]));
+                }
+            }
+            b'D' => rows.push(m.body.to_vec()),
+            b'E' => panic!("{sql}: {:?}", m.fields()),
+            b'Z' => break,
+            _ => {}
+        }
+    }
+    (described, rows)
+}
+
+/// A Bind with a result format per column, mixed (pgx's way: text for `text`, binary for
+/// the rest) or all the same: the merged query's RowDescription and cells are exactly the
+/// reference's, byte for byte.
+async fn per_column_result_formats(pgvia: std::net::SocketAddr, reference: std::net::SocketAddr) {
+    let sql = "SELECT o.kind, k.label, count(*), sum(o.total), avg(o.total) FROM orders o \
+               JOIN kinds k ON k.kind = o.kind WHERE o.total > $1 GROUP BY o.kind, k.label ORDER BY o.kind DESC";
+    for formats in [[1, 0, 1, 1, 1], [0, 1, 0, 1, 0], [1, 1, 1, 1, 1]] {
+        let want = extended(reference, sql, "10", &formats).await;
+        assert_eq!(want.0, formats);
+        assert_eq!(want.1.len(), 3);
+        assert_eq!(extended(pgvia, sql, "10", &formats).await, want, "{formats:?}");
+    }
+    let sql = "SELECT id, total FROM orders WHERE total > $1 ORDER BY total DESC, id LIMIT 7";
+    let want = extended(reference, sql, "50", &[1, 0]).await;
+    assert_eq!(extended(pgvia, sql, "50", &[1, 0]).await, want);
 }
