@@ -1,7 +1,8 @@
 //! Co-located subqueries, CTEs and window functions through pgvia: four real shards and a
 //! reference holding every row. What the shards can compute alone (joined or correlated on
 //! the shard key, partitioned by it, or over omnisharded tables) gives the reference's rows;
-//! the rest is refused with 0A000, never answered per shard.
+//! the rest is refused with 0A000, never answered per shard, also when the query's key
+//! sends it to one shard.
 
 #![allow(clippy::unwrap_used)]
 
@@ -71,6 +72,32 @@ async fn colocated_constructs_are_pushed_down_and_others_refused() {
     for sql in refused {
         assert_eq!(rows(&through, sql).await, Err("0A000".to_owned()), "{sql}");
     }
+    // Routed by its key to one shard: co-located subqueries and any window are answered
+    // there; one that reads other shards' rows would see that shard's alone (a count of 64
+    // for 300 rows): refused, in both protocols.
+    for sql in [
+        "SELECT o.id, (SELECT count(*) FROM lines l WHERE l.id = o.id) FROM orders o WHERE o.id = 7",
+        "SELECT id, (SELECT label FROM kinds WHERE kinds.kind = orders.kind) FROM orders WHERE id = 8",
+        "SELECT id, rank() OVER (ORDER BY total) FROM orders WHERE id = 9",
+        "SELECT count(*) FROM orders WHERE id = 10 AND kind IN (SELECT kind FROM kinds WHERE label <> 'one')",
+    ] {
+        let want = rows(&reference, sql).await.unwrap();
+        assert!(!want.is_empty(), "{sql}");
+        assert_eq!(rows(&through, sql).await, Ok(want), "{sql}");
+    }
+    for sql in [
+        "SELECT (SELECT count(*) FROM orders) FROM orders WHERE id = 7",
+        "SELECT id FROM orders WHERE id = 5 AND total < (SELECT avg(total) FROM orders)",
+        "WITH c AS (SELECT count(*) AS n FROM orders) SELECT n FROM c, orders WHERE orders.id = 7",
+        "SELECT o.id, s.n FROM orders o, (SELECT count(*) AS n FROM lines) s WHERE o.id = 7",
+    ] {
+        assert_eq!(rows(&through, sql).await, Err("0A000".to_owned()), "{sql}");
+    }
+    let e = through
+        .query("SELECT (SELECT count(*) FROM orders) FROM orders WHERE id = $1", &[&7i64])
+        .await
+        .unwrap_err();
+    assert_eq!(common::sqlstate(&e).as_deref(), Some("0A000"), "{e}");
     per_column_result_formats(proxy.addr, std::net::SocketAddr::from(([127, 0, 0, 1], c.reference.port())))
         .await;
     proxy.stop().await;

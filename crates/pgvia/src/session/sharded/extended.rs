@@ -189,6 +189,12 @@ impl ShardedSession<'_> {
                     let mut shard_sql = sql.clone();
                     let mut describe = false;
                     let mut one_format = None;
+                    if select && set.len() == 1 {
+                        if let Err((code, message)) = self.check_one_shard(&sql) {
+                            self.refuse(code, &message);
+                            return Ok(());
+                        }
+                    }
                     if select && set.len() > 1 {
                         let described = frames[at + 1..].iter().take_while(|f| f[0] != fe::EXECUTE).any(|f| {
                             matches!(FrontendMessage::parse_body(f[0], &f[5..]), Ok(FrontendMessage::Describe { target: Which::Portal, name }) if name == b.portal)

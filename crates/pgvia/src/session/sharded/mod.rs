@@ -361,6 +361,12 @@ impl<'a> ShardedSession<'a> {
         let writes = analysis.writes();
         let select = analysis.len() == 1
             && analysis.statement(0).is_some_and(|s| matches!(s.kind(), route::StatementKind::Select { .. }));
+        if select && targets.len() == 1 {
+            if let Err((code, message)) = self.check_one_shard(sql) {
+                self.refuse(code, &message);
+                return Ok(());
+            }
+        }
         if select && targets.len() > 1 {
             match self.plan_merge(sql, targets, false).await {
                 Ok(Some((shard_sql, merge))) => {
@@ -535,6 +541,19 @@ impl<'a> ShardedSession<'a> {
         Ok(Some((plan.shard_sql().to_owned(), fanout::Merge::new(merger, targets.len(), drop_description))))
     }
 
+    /// A SELECT sent to one shard of several must not hold a subquery, CTE or derived table
+    /// that reads other shards' rows (`merge::MergePlan::check_one_shard`). Only a text with
+    /// a nested SELECT can hold one, so others cost a byte scan, not a parse.
+    fn check_one_shard(&self, sql: &[u8]) -> Result<(), (&'static str, String)> {
+        if self.rules.shard_count < 2 || !nested_select(sql) {
+            return Ok(());
+        }
+        let text = std::str::from_utf8(sql)
+            .map_err(|_| ("0A000", "a sharded query must be valid UTF-8".to_owned()))?;
+        merge::MergePlan::check_one_shard(text, &sharding::merge_placement(&self.rules))
+            .map_err(|e| (e.sqlstate(), e.to_string()))
+    }
+
     /// Whether the database's collation orders text byte-wise (`C`, `POSIX`, `C.UTF-8`),
     /// so merged text order is PostgreSQL's; asked of a shard once per session.
     async fn text_order(&mut self, shard: ShardId) -> merge::TextOrder {
@@ -579,4 +598,9 @@ impl<'a> ShardedSession<'a> {
             .map(|(_, v)| shard::parse_search_path(v))
             .unwrap_or_default()
     }
+}
+
+/// Whether `sql` has a second `SELECT` (any case): a subquery, CTE or derived table.
+fn nested_select(sql: &[u8]) -> bool {
+    sql.windows(6).filter(|w| w.eq_ignore_ascii_case(b"select")).nth(1).is_some()
 }
