@@ -5,7 +5,9 @@
 //! cargo run -p merge --example corpus_export -- DIR
 //! ```
 //!
-//! `DIR/reference.sql` fills the reference database (every row), `DIR/shard<N>.sql` shard N
+//! The queries are the corpus, its uncorrelated subqueries that pgvia computes first, and its
+//! parameterized queries. `DIR/reference.sql` fills the reference database (every row),
+//! `DIR/shard<N>.sql` shard N
 //! (the rows PostgreSQL's hash partitioning puts there), and `DIR/queries.json` lists the
 //! queries: `{"sql", "params", "compare", "source"}`, where `sql` has `$n` parameters made
 //! out of the source query's literals (as text values; the server infers their types), and
@@ -21,7 +23,7 @@ mod corpus;
 
 use std::path::PathBuf;
 
-use corpus::{corpus, database_sql, Compare, PARAMETERIZED, SHARDS};
+use corpus::{corpus, database_sql, Compare, PARAMETERIZED, SHARDS, SUBSTITUTED};
 use serde_json::json;
 
 /// The previous token of `before` (a word, or one punctuation character), upper-cased.
@@ -118,6 +120,12 @@ fn main() -> std::io::Result<()> {
         let (param_sql, params) = parameterize(&sql);
         queries
             .push(json!({"sql": param_sql, "params": params, "compare": compare_name(how), "source": sql}));
+    }
+    // Subqueries computed first: as written (a subquery with parameters is not computed
+    // first, so their literals stay).
+    for (sql, how) in SUBSTITUTED {
+        let no_params: [Option<String>; 0] = [];
+        queries.push(json!({"sql": sql, "params": no_params, "compare": compare_name(*how), "source": sql}));
     }
     for (sql, params, how) in PARAMETERIZED {
         queries.push(json!({"sql": sql, "params": params, "compare": compare_name(*how), "source": sql}));

@@ -49,6 +49,7 @@ mod scan;
 mod spill;
 mod spill_dir;
 mod spill_file;
+mod substitute;
 mod value;
 mod variance;
 
@@ -59,3 +60,7 @@ pub use plan::MergePlan;
 pub use spill::{MemStore, SpillFile, SpillStore};
 pub use spill_dir::{remove_leftovers, Leftover, SpillDir};
 pub use spill_file::DirStore;
+pub use substitute::{
+    replacement, substitute, uncorrelated_subqueries, Subquery, SubqueryKind, MAX_SUBSTITUTED_BYTES,
+    MAX_SUBSTITUTED_ROWS,
+};

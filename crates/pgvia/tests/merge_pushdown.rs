@@ -64,7 +64,6 @@ async fn colocated_constructs_are_pushed_down_and_others_refused() {
         assert_eq!(rows(&through, sql).await, Ok(want), "{sql}");
     }
     let refused = [
-        "SELECT id FROM orders WHERE total > (SELECT avg(total) FROM orders)",
         "SELECT id, rank() OVER (ORDER BY total) FROM orders",
         "WITH s AS (SELECT kind, count(*) AS n FROM orders GROUP BY kind) SELECT sum(n) FROM s",
         "SELECT o.id FROM orders o WHERE EXISTS (SELECT 1 FROM lines l WHERE l.qty = o.id)",
@@ -72,6 +71,34 @@ async fn colocated_constructs_are_pushed_down_and_others_refused() {
     for sql in refused {
         assert_eq!(rows(&through, sql).await, Err("0A000".to_owned()), "{sql}");
     }
+    // Uncorrelated subqueries over sharded tables in WHERE: computed first across the shards
+    // and substituted; in a transaction too, and in the extended protocol with the outer
+    // query's parameters.
+    for sql in [
+        "SELECT id, total FROM orders WHERE total > (SELECT avg(total) FROM orders) ORDER BY id",
+        "SELECT count(*) FROM orders WHERE id IN (SELECT id FROM lines WHERE qty = 12)",
+        "SELECT kind, count(*) FROM orders WHERE id NOT IN (SELECT id FROM lines WHERE qty > 3) GROUP BY kind ORDER BY kind",
+        "SELECT count(*) FROM orders WHERE kind NOT IN (SELECT kind FROM orders WHERE id < 0)",
+        "SELECT id FROM orders WHERE total = (SELECT max(total) FROM orders) ORDER BY id",
+    ] {
+        let want = rows(&reference, sql).await.unwrap();
+        assert!(!want.is_empty(), "{sql}");
+        assert_eq!(rows(&through, sql).await, Ok(want.clone()), "{sql}");
+        through.batch_execute("BEGIN").await.unwrap();
+        assert_eq!(rows(&through, sql).await, Ok(want), "{sql} in a transaction");
+        through.batch_execute("COMMIT").await.unwrap();
+    }
+    let sql = "SELECT id FROM orders WHERE total = (SELECT total FROM orders WHERE id < 5)";
+    assert_eq!(rows(&reference, sql).await, Err("21000".to_owned()));
+    assert_eq!(rows(&through, sql).await, Err("21000".to_owned()), "{sql}");
+    let sql = "SELECT id FROM orders WHERE total > (SELECT avg(total) FROM orders) AND kind = $1 ORDER BY id";
+    let ids = |rs: Vec<tokio_postgres::Row>| rs.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>();
+    let want = ids(reference.query(sql, &[&1i32]).await.unwrap());
+    assert!(!want.is_empty());
+    assert_eq!(ids(through.query(sql, &[&1i32]).await.unwrap()), want, "{sql}");
+    // Correlated on something else than the key: cannot run alone, still refused.
+    let sql = "SELECT id FROM orders o WHERE total > (SELECT avg(qty) FROM lines l WHERE l.qty = o.kind)";
+    assert_eq!(rows(&through, sql).await, Err("0A000".to_owned()), "{sql}");
     // Routed by its key to one shard: co-located subqueries and any window are answered
     // there; one that reads other shards' rows would see that shard's alone (a count of 64
     // for 300 rows): refused, in both protocols.
@@ -98,6 +125,7 @@ async fn colocated_constructs_are_pushed_down_and_others_refused() {
         .await
         .unwrap_err();
     assert_eq!(common::sqlstate(&e).as_deref(), Some("0A000"), "{e}");
+    proxy.assert_no_leaks().await;
     per_column_result_formats(proxy.addr, std::net::SocketAddr::from(([127, 0, 0, 1], c.reference.port())))
         .await;
     proxy.stop().await;

@@ -362,3 +362,36 @@ pub const REFUSED: &[&str] = &[
     "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY k) FROM t",
     "SELECT id FROM t ORDER BY id FETCH FIRST 5 ROWS WITH TIES",
 ];
+
+/// Uncorrelated subqueries over sharded tables, computed first across the shards and
+/// substituted (`merge::uncorrelated_subqueries`): the reference's answer, or its error.
+pub const SUBSTITUTED: &[(&str, Compare)] = &[
+    ("SELECT id, k FROM t WHERE k > (SELECT avg(k) FROM t) ORDER BY id", Compare::Ordered),
+    ("SELECT count(*) FROM t WHERE k > (SELECT avg(x) FROM w)", Compare::Ordered),
+    ("SELECT g, count(*) FROM t WHERE g IN (SELECT g FROM t WHERE k > 900) GROUP BY g ORDER BY g", Compare::Ordered),
+    ("SELECT count(*) FROM t WHERE g NOT IN (SELECT g FROM t WHERE k > 990)", Compare::Ordered),
+    ("SELECT count(*) FROM t WHERE g NOT IN (SELECT g FROM t WHERE k > 990 AND g IS NOT NULL)", Compare::Ordered),
+    ("SELECT count(*) FROM t WHERE id IN (SELECT id FROM w WHERE x < 0)", Compare::Ordered),
+    ("SELECT count(*) FROM t WHERE g NOT IN (SELECT g FROM t WHERE id < 0)", Compare::Ordered),
+    ("SELECT count(*) FROM t WHERE (g IN (SELECT g FROM t WHERE id < 0)) IS NULL", Compare::Ordered),
+    ("SELECT id, s FROM t WHERE s = (SELECT max(s) FROM t) ORDER BY id", Compare::Ordered),
+    ("SELECT id FROM t WHERE ts > (SELECT max(ts) FROM t WHERE g = 1) ORDER BY id", Compare::Ordered),
+    ("SELECT id, n FROM t WHERE n < (SELECT min(n) FROM t WHERE k > 0) + 1 ORDER BY id LIMIT 5", Compare::Ordered),
+    ("SELECT id FROM t WHERE tz >= (SELECT max(tz) FROM t WHERE h = 2) ORDER BY id", Compare::Ordered),
+    ("SELECT id FROM t WHERE u IN (SELECT u FROM t WHERE h = 3 AND k > 500) ORDER BY id", Compare::Ordered),
+    ("SELECT id FROM t WHERE d = (SELECT min(d) FROM t) OR b = (SELECT bool_and(b) FROM t WHERE g = 1) ORDER BY id", Compare::Ordered),
+    ("SELECT id FROM t WHERE k = (SELECT k FROM t WHERE id < 0)", Compare::Unordered),
+    ("SELECT id FROM t WHERE k = (SELECT k FROM t WHERE id < 3)", Compare::Unordered),
+    ("SELECT id FROM t WHERE k = (SELECT k, g FROM t WHERE id = 1)", Compare::Unordered),
+    ("SELECT s FROM t WHERE s IN (SELECT s FROM t WHERE s LIKE 'O''B%') ORDER BY id", Compare::Ordered),
+    ("SELECT count(*), sum(k) FROM t WHERE id IN (SELECT id FROM w WHERE x % 97 = 0)", Compare::Ordered),
+];
+
+/// Refused with 0A000 still: correlated on something else than the key (they cannot run
+/// alone), row-valued IN, `= ANY` and a subquery outside WHERE.
+pub const NOT_SUBSTITUTED: &[&str] = &[
+    "SELECT id FROM t WHERE k > (SELECT avg(x) FROM w WHERE w.x = t.k)",
+    "SELECT id FROM t WHERE (g, h) IN (SELECT g, h FROM t WHERE id < 5)",
+    "SELECT id FROM t WHERE g = ANY (SELECT g FROM t WHERE id < 5)",
+    "SELECT id, (SELECT max(k) FROM t) FROM t",
+];

@@ -243,7 +243,7 @@ impl ShardedSession<'_> {
                             }
                             Ok(None) => {}
                             Err((code, message)) => {
-                                self.refuse(code, &message);
+                                self.refuse(&code, &message);
                                 return Ok(());
                             }
                         }

@@ -16,6 +16,7 @@ mod extended;
 mod fanout;
 mod io;
 mod key_move;
+mod subquery;
 pub mod two_phase;
 pub mod unique_id;
 
@@ -377,7 +378,7 @@ impl<'a> ShardedSession<'a> {
                 }
                 Ok(None) => {}
                 Err((code, message)) => {
-                    self.refuse(code, &message);
+                    self.refuse(&code, &message);
                     return Ok(());
                 }
             }
@@ -520,13 +521,30 @@ impl<'a> ShardedSession<'a> {
         sql: &[u8],
         targets: ShardSet,
         drop_description: bool,
-    ) -> Result<Option<(String, fanout::Merge)>, (&'static str, String)> {
-        let text = std::str::from_utf8(sql)
-            .map_err(|_| ("0A000", "a cross-shard query must be valid UTF-8 to be merged".to_owned()))?;
+    ) -> Result<Option<(String, fanout::Merge)>, (String, String)> {
+        let text = std::str::from_utf8(sql).map_err(|_| {
+            ("0A000".to_owned(), "a cross-shard query must be valid UTF-8 to be merged".to_owned())
+        })?;
         let placement = sharding::merge_placement(&self.rules);
-        let plan = merge::MergePlan::for_select_placed(text, &placement)
-            .map_err(|e| (e.sqlstate(), e.to_string()))?;
-        if plan.is_plain() {
+        let refused = |e: merge::MergeError| (e.sqlstate().to_owned(), e.to_string());
+        let (plan, substituted) = match merge::MergePlan::for_select_placed(text, &placement) {
+            Ok(plan) => (plan, false),
+            // A subquery that would run per shard may be computed first (`subquery.rs`).
+            Err(e) if e.sqlstate() == "0A000" => match self.substitute_subqueries(text, targets).await {
+                subquery::Substituted::Nothing => return Err(refused(e)),
+                subquery::Substituted::Failed(code, message) => return Err((code, message)),
+                subquery::Substituted::Text(t) => match merge::MergePlan::for_select_placed(&t, &placement) {
+                    Ok(plan) => (plan, true),
+                    Err(e) => {
+                        self.give_back_if_idle().await;
+                        return Err(refused(e));
+                    }
+                },
+            },
+            Err(e) => return Err(refused(e)),
+        };
+        // Concatenation is the answer, but of the substituted query, not of the client's.
+        if plan.is_plain() && !substituted {
             return Ok(None);
         }
         let text_order = self.text_order(targets.first().unwrap_or(0)).await;
