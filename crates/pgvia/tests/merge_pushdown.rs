@@ -96,6 +96,17 @@ async fn colocated_constructs_are_pushed_down_and_others_refused() {
     let want = ids(reference.query(sql, &[&1i32]).await.unwrap());
     assert!(!want.is_empty());
     assert_eq!(ids(through.query(sql, &[&1i32]).await.unwrap()), want, "{sql}");
+    // Past 10,000 rows, and past the bytes held while computing (the reply is dropped as it
+    // comes, the shards read to their end): 0A000, and the session goes on.
+    for (sql, why) in [
+        ("SELECT count(*) FROM orders WHERE id IN (SELECT l.id + g FROM lines l, generate_series(1, 20) g)", "more than 10000 rows"),
+        ("SELECT count(*) FROM orders WHERE id IN (SELECT l.id + g FROM lines l, generate_series(1, 400) g)", "more than 4194304 bytes"),
+    ] {
+        let e = through.simple_query(sql).await.unwrap_err();
+        let db = e.as_db_error().expect("an ErrorResponse");
+        assert_eq!((db.code().code(), db.message().contains(why)), ("0A000", true), "{sql}: {db:?}");
+        assert_eq!(rows(&through, "SELECT count(*) FROM orders").await, Ok(vec![vec![Some("300".to_owned())]]));
+    }
     // Correlated on something else than the key: cannot run alone, still refused.
     let sql = "SELECT id FROM orders o WHERE total > (SELECT avg(qty) FROM lines l WHERE l.qty = o.kind)";
     assert_eq!(rows(&through, sql).await, Err("0A000".to_owned()), "{sql}");

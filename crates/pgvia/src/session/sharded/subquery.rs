@@ -28,6 +28,10 @@ pub(super) enum Substituted {
 /// A subquery's result: (type OID, type modifier) per column, rows as text.
 type Result_ = (Vec<(u32, i32)>, Vec<Vec<Option<String>>>);
 
+/// Most bytes of a subquery's merged reply held while it is computed: past it the reply
+/// is dropped as it comes and the query refused (the literals are bounded tighter anyway).
+const HELD_LIMIT: usize = 4 * merge::MAX_SUBSTITUTED_BYTES;
+
 /// SQLSTATEs of a subquery that names what only the outer query has (a correlated one).
 const OUTER_REFERENCE: [&str; 2] = ["42703", "42P01"];
 
@@ -49,7 +53,7 @@ impl ShardedSession<'_> {
             };
             match merge::replacement(sub.kind, &columns, &rows) {
                 Ok(t) => done.push((sub, t)),
-                Err(e) if e.sqlstate() == "0A000" => return self.nothing_after_inner().await,
+                // 0A000 here names the limit or type that stops the substitution.
                 Err(e) => return self.failed_after_inner(e.sqlstate().to_owned(), e.to_string()).await,
             }
         }
@@ -101,22 +105,35 @@ impl ShardedSession<'_> {
                 return Err(("08006".to_owned(), format!("cannot reach shard {shard}: {e}")));
             }
         }
+        // A cancel while the subquery runs reaches its shards, and fails the query (57014).
+        self.aim_cancels(targets);
         let mut query = BytesMut::new();
         wire::build::query(&mut query, plan.shard_sql());
         let mark = self.to_client.len();
         let sent = match self.launch(targets, Payload::Same(&query), combine, &[], false).await {
             Ok(mut flight) => {
                 flight.hold = true;
+                flight.held_limit = Some(HELD_LIMIT);
                 match self.pump(&mut flight, false).await {
-                    Ok(()) => flight.outcome(),
+                    Ok(()) => flight.outcome().map(|o| (o, flight.overflowed)),
                     Err(e) => Err(e),
                 }
             }
             Err(e) => Err(e),
         };
         let held = self.to_client.split_off(mark);
-        let outcome = sent.map_err(|e| ("08006".to_owned(), format!("a shard failed: {e}")))?;
+        let (outcome, overflowed) = sent.map_err(|e| ("08006".to_owned(), format!("a shard failed: {e}")))?;
         self.note_outcome(targets, false, &outcome);
+        if overflowed {
+            return Err((
+                "0A000".to_owned(),
+                format!(
+                    "cross-shard query not supported: a subquery computed first whose result is more than {HELD_LIMIT} bytes (at most {} rows, {} bytes of literals are substituted)",
+                    merge::MAX_SUBSTITUTED_ROWS,
+                    merge::MAX_SUBSTITUTED_BYTES
+                ),
+            ));
+        }
         read_result(&held)
     }
 }
@@ -139,7 +156,14 @@ fn read_result(mut buf: &[u8]) -> Result<Result_, (String, String)> {
                 let mut row = Vec::with_capacity(dr.len());
                 for v in dr.values() {
                     let v = v.map_err(|_| bad())?;
-                    row.push(v.map(|b| String::from_utf8_lossy(b).into_owned()));
+                    // Another client_encoding's bytes are not rewritten into a literal: a
+                    // lossy reading would compare differently.
+                    let text = |b: &[u8]| {
+                        String::from_utf8(b.to_vec()).map_err(|_| {
+                            ("0A000".to_owned(), "cross-shard query not supported: a subquery computed first whose result is not UTF-8".to_owned())
+                        })
+                    };
+                    row.push(v.map(text).transpose()?);
                 }
                 rows.push(row);
             }
