@@ -80,6 +80,24 @@ const NOT_COLOCATED: &str =
 /// when it has some and all are co-located (the planner then lets them through), `Ok(false)`
 /// when it has none.
 pub(crate) fn check(s: &SelectStmt, p: &Placement) -> Result<bool, MergeError> {
+    check_with(s, p, Windows::Checked)
+}
+
+/// Whether window functions are judged too: across shards they are; in a query the shard
+/// planner sends to one shard (its key conditions name one), every row they see is there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Windows {
+    Checked,
+    Ignored,
+}
+
+/// [`check`] for a SELECT sent to one shard of several: its subqueries, CTEs and derived
+/// tables must be co-located, or that shard would answer them from its own rows alone.
+pub(crate) fn check_one_shard(s: &SelectStmt, p: &Placement) -> Result<(), MergeError> {
+    check_with(s, p, Windows::Ignored).map(|_| ())
+}
+
+fn check_with(s: &SelectStmt, p: &Placement, judge: Windows) -> Result<bool, MergeError> {
     let mut subs = Vec::new();
     let mut windows = Vec::new();
     collect(s, &mut subs, &mut windows)?;
@@ -95,7 +113,7 @@ pub(crate) fn check(s: &SelectStmt, p: &Placement) -> Result<bool, MergeError> {
     let mut cx = Cx { p, ctes: Vec::new(), depth: 0 };
     let outer = cx.scope(s)?;
     let locals: Vec<&Named> = outer.iter().filter(|n| matches!(n.rel, Rel::Local { .. })).collect();
-    if !windows.is_empty() || !s.window_clause().is_empty() {
+    if judge == Windows::Checked && (!windows.is_empty() || !s.window_clause().is_empty()) {
         let grouping = !s.group_clause().is_empty()
             || !matches!(s.having_clause(), Node::None)
             || s.target_list().iter().any(|t| scan::has_aggregate(t.val()));

@@ -35,6 +35,10 @@ pub enum MergeError {
     /// Merged value out of its type's range, e.g. a bigint sum (SQLSTATE 22003).
     #[error("{0} out of range")]
     OutOfRange(&'static str),
+    /// A scalar subquery computed first returned more than one row (SQLSTATE 21000, as
+    /// PostgreSQL reports it).
+    #[error("more than one row returned by a subquery used as an expression")]
+    Cardinality,
     /// The caller broke the feeding protocol (a row before the description, an unknown shard).
     #[error("merge fed out of order: {0}")]
     Protocol(String),
@@ -51,6 +55,7 @@ impl MergeError {
             MergeError::TypeMismatch { .. } => "42804",
             MergeError::BadValue { .. } => "22P02",
             MergeError::OutOfRange(_) => "22003",
+            MergeError::Cardinality => "21000",
             MergeError::Protocol(_) => "XX000",
         }
     }

@@ -6,7 +6,7 @@
 //! let plan = MergePlan::for_select_placed(sql, &placement)?; // Unsupported(..) => 0A000
 //! send plan.shard_sql() to every shard;               // plan.is_plain(): nothing to merge
 //! let mut m = Merger::new(&plan, shards, MergeOptions::default());
-//! m.set_spill(Box::new(DirStore::new(dir)));          // optional: spill past the budget
+//! m.set_spill(Box::new(DirStore::new(spill_dir)));    // optional: spill past the budget
 //! if LIMIT/OFFSET are parameters (plan.limit_params()): m.bind_params(&bind_values)?
 //! per shard:  RowDescription body -> m.row_description(shard, body)?
 //!             DataRow body        -> m.data_row(shard, body)?
@@ -47,7 +47,9 @@ mod plan;
 mod rewrite;
 mod scan;
 mod spill;
+mod spill_dir;
 mod spill_file;
+mod substitute;
 mod value;
 mod variance;
 
@@ -56,4 +58,9 @@ pub use error::MergeError;
 pub use merger::{Drained, MergeOptions, Merger, TextOrder};
 pub use plan::MergePlan;
 pub use spill::{MemStore, SpillFile, SpillStore};
+pub use spill_dir::{remove_leftovers, Leftover, SpillDir};
 pub use spill_file::DirStore;
+pub use substitute::{
+    replacement, substitute, uncorrelated_subqueries, Subquery, SubqueryKind, MAX_SUBSTITUTED_BYTES,
+    MAX_SUBSTITUTED_ROWS,
+};

@@ -1,36 +1,58 @@
-//! The production [`SpillStore`]: files in a directory, each removed when dropped, so a
-//! merge's files go when the merge does (it ended, failed, or its client left).
+//! The production [`SpillStore`]: files in the process's spill directory
+//! ([`crate::spill_dir`]), each removed when dropped, so a merge's files go when the merge
+//! does (it ended, failed, or its client left).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::spill::{SpillFile, SpillStore};
+use crate::spill_dir::{file_name, SpillDir};
 
 /// Numbers the stores of this process, so two merges never share a file name.
 static STORES: AtomicU64 = AtomicU64::new(0);
 
-/// Spill files in `dir`, named `pgvia-merge-<pid>-<store>-<file>.spill`.
+/// Spill files named `pgvia-merge-<store>-<file>.spill` in a process's [`SpillDir`], which
+/// the store keeps alive; or, when that directory could not be made, the reason, given
+/// to the merge as the error of its first spill (58030), so it fails only if it must spill.
 pub struct DirStore {
-    dir: PathBuf,
+    place: Place,
     store: u64,
     next: u64,
 }
 
+enum Place {
+    Dir(Arc<SpillDir>),
+    Unavailable { kind: io::ErrorKind, message: String },
+}
+
 impl DirStore {
-    pub fn new(dir: &Path) -> DirStore {
-        DirStore { dir: dir.to_owned(), store: STORES.fetch_add(1, Ordering::Relaxed), next: 0 }
+    pub fn new(dir: Arc<SpillDir>) -> DirStore {
+        DirStore { place: Place::Dir(dir), store: STORES.fetch_add(1, Ordering::Relaxed), next: 0 }
+    }
+
+    /// A store whose every file fails with `error` (the spill directory could not be made).
+    pub fn unavailable(error: &io::Error) -> DirStore {
+        let place = Place::Unavailable { kind: error.kind(), message: error.to_string() };
+        DirStore { place, store: 0, next: 0 }
     }
 }
 
 impl SpillStore for DirStore {
     fn create(&mut self) -> io::Result<Box<dyn SpillFile>> {
-        let name = format!("pgvia-merge-{}-{}-{}.spill", std::process::id(), self.store, self.next);
+        let dir = match &self.place {
+            Place::Dir(dir) => dir.clone(),
+            Place::Unavailable { kind, message } => {
+                return Err(io::Error::new(*kind, format!("cannot make the spill directory: {message}")))
+            }
+        };
+        let path = dir.path().join(file_name(self.store, self.next));
         self.next += 1;
-        let path = self.dir.join(name);
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-        Ok(Box::new(DirFile { path, state: FileState::Writing(BufWriter::with_capacity(64 << 10, file)) }))
+        let state = FileState::Writing(BufWriter::with_capacity(64 << 10, file));
+        Ok(Box::new(DirFile { path, state, _dir: dir }))
     }
 }
 
@@ -44,6 +66,8 @@ enum FileState {
 struct DirFile {
     path: PathBuf,
     state: FileState,
+    /// The directory outlives its files.
+    _dir: Arc<SpillDir>,
 }
 
 fn broken() -> io::Error {

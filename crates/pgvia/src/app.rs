@@ -158,6 +158,8 @@ pub struct App {
     pub stats_history: crate::stats::History,
     /// Statements sent to every shard for want of a key, per shape (`SHOW SHARD_FANOUTS`).
     pub fanouts: crate::sharding::Fanouts,
+    /// This process's directory for the merges' spill files.
+    pub spill: crate::spill::SpillDirs,
 }
 
 /// What `PAUSE` left paused, so pools created later start paused too.
@@ -221,6 +223,7 @@ impl App {
             retired_pools: Mutex::new(Vec::new()),
             stats_history: Default::default(),
             fanouts: Default::default(),
+            spill: Default::default(),
         }))
     }
 

@@ -28,6 +28,7 @@ pub mod routing;
 pub mod server;
 pub mod session;
 pub mod sharding;
+pub mod spill;
 pub mod stats;
 
 pub use proxy::Proxy;

@@ -49,6 +49,8 @@ impl Proxy {
         let port = config.general.listen_port;
         let metrics_addr = config.general.metrics_listen.clone();
         let app = App::new(config)?;
+        // Before any merge can spill: what pgvia processes that are gone left behind.
+        app.spill.clean_at_start(&app.config().limits);
         // Health checks start now, not at the first client: roles and lag are known by then.
         app.all_hosts();
         let listener = crate::net::listener::bind(&host, port)

@@ -130,6 +130,11 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     check(a.log_level != b.log_level, "general.log_level");
     check(a.log_format != b.log_format, "general.log_format");
     check(a.metrics_listen != b.metrics_listen, "general.metrics_listen");
+    check(a.unix_socket_dir != b.unix_socket_dir, "general.unix_socket_dir");
+    check(a.client_tls_ca_file != b.client_tls_ca_file, "general.client_tls_ca_file");
+    check(a.instance_id != b.instance_id, "general.instance_id");
+    check(old.gateway.listen != new.gateway.listen, "gateway.listen");
+    check(old.gateway.tls != new.gateway.tls, "gateway.tls");
     check(old.analysis != new.analysis, "analysis");
     check(
         old.limits.max_concurrent_password_hashes != new.limits.max_concurrent_password_hashes,

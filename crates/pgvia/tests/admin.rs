@@ -238,6 +238,60 @@ async fn every_show_answers_with_pgbouncer_columns() {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
+/// `SHOW CONFIG` lists the keys of every section with their values as the file set them: the
+/// merge's `[limits]` keys, `[general]` keys once missing, `[analysis]`, `[gateway]` and
+/// `[auth_query]` (empty when the section is absent); secrets never appear. (The unit test
+/// `admin::show_config::tests` checks every struct field has its row.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_config_lists_every_section_with_its_values() {
+    let pg = start_pg();
+    let spill_dir = std::env::temp_dir().display().to_string();
+    let builder = config(&pg, "transaction", 5)
+        .limits("merge_memory_budget = 1048576")
+        .limits("merge_spill = true")
+        .limits(&format!("merge_spill_dir = \"{spill_dir}\""))
+        .general("instance_id = \"shown-instance\"")
+        .general("server_scram_max_iterations = 5000")
+        .general("metrics_auth_token = \"never-shown-token\"")
+        .gateway("max_response_rows = 77");
+    let proxy = TestProxy::start(&builder).await;
+    let table = console(&pg, &proxy, "SHOW CONFIG").await;
+    let expect = [
+        ("limits.merge_memory_budget", "1048576", "67108864", "yes"),
+        ("limits.merge_spill", "true", "true", "yes"),
+        ("limits.merge_spill_dir", spill_dir.as_str(), "", "yes"),
+        ("instance_id", "shown-instance", "", "no"),
+        ("server_scram_max_iterations", "5000", "100000", "yes"),
+        ("unix_socket_dir", "", "", "no"),
+        ("client_tls_ca_file", "", "", "no"),
+        ("analysis.max_nesting", "1000", "1000", "no"),
+        ("analysis.cache_admission", "second_sight", "second_sight", "no"),
+        ("gateway.max_response_rows", "77", "0", "yes"),
+        ("gateway.tokens", "0", "0", "yes"),
+        ("auth_query.max_pools", "", "100", "yes"),
+    ];
+    for (key, value, default, changeable) in expect {
+        let row = table.row("key", key);
+        assert_eq!(
+            (row[table.col("value")].as_str(), row[table.col("default")].as_str()),
+            (value, default),
+            "{key}"
+        );
+        assert_eq!(row[table.col("changeable")], changeable, "{key}");
+    }
+    for prefix in ["pool.", "limits.", "analysis.", "gateway.", "auth_query."] {
+        assert!(table.rows.iter().any(|r| r[0].starts_with(prefix)), "no {prefix} key");
+    }
+    assert!(table.rows.iter().all(|r| !r.iter().any(|c| c.contains("never-shown"))), "a secret shown");
+    assert!(!table.rows.iter().any(|r| r[0] == "metrics_auth_token"));
+    let keys: Vec<&str> = table.rows.iter().map(|r| r[0].as_str()).collect();
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(keys, sorted, "keys sorted and each once");
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_and_unknown_commands() {
     let pg = start_pg();

@@ -43,14 +43,30 @@ fn load(c: &ShardClusters, rows: u64, groups: u64) {
 }
 
 fn spill_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pgvia-spill-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("merge-spill-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
+/// The process spill directories (`pgvia-spill-<pid>-<stamp>`) in `dir`.
+fn process_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("pgvia-spill-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Spill files (`*.spill`) in the process spill directories in `dir`.
 fn files_in(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+    let spills = |d: &Path| {
+        std::fs::read_dir(d).map_or(0, |es| {
+            es.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().ends_with(".spill")).count()
+        })
+    };
+    process_dirs(dir).iter().map(|d| spills(d)).sum()
 }
 
 /// Counts the spill files in `dir` every few milliseconds until dropped; `most` is the
@@ -197,6 +213,117 @@ async fn merges_past_the_budget_spill_and_equal_the_reference() {
         rows_of(&client, "SELECT count(*) FROM big", false).await.unwrap(),
         [vec![Some("500000".into())]]
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Starts the pgvia binary on `toml` (logs on stdout, text), and waits until it accepts.
+async fn spawn_pgvia(toml: &str, file: &Path, port: u16) -> tokio::process::Child {
+    std::fs::write(file, toml).unwrap();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pgvia"))
+        .arg("--config")
+        .arg(file)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return child;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("pgvia did not start listening on {port}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Whether some process holds the `flock` on `lock`.
+fn locked(lock: &Path) -> bool {
+    let Ok(f) = std::fs::OpenOptions::new().write(true).open(lock) else { return false };
+    matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock))
+}
+
+/// pgvia killed with SIGKILL while a merge spills leaves its spill directory behind; the
+/// next start removes it and says so in its log, and keeps what pgvia did not make (a file
+/// beside it, a spill-named file outside a process directory) and the directory of another
+/// pgvia that is alive (its lock held by a live process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_pgvias_spill_directory_is_removed_at_the_next_start() {
+    let c = shards::start(SCHEMA);
+    load(&c, 100_000, 50_000);
+    let dir = spill_dir("crash");
+    std::fs::write(dir.join("keep-me.txt"), "not pgvia's").unwrap();
+    std::fs::write(dir.join("pgvia-merge-0-0.spill"), "outside any process directory").unwrap();
+    let live = dir.join("pgvia-spill-1-1");
+    std::fs::create_dir(&live).unwrap();
+    std::fs::write(live.join("pgvia-merge-0-0.spill"), "in use").unwrap();
+    let mut holder =
+        std::process::Command::new("flock").arg(live.join("lock")).args(["sleep", "600"]).spawn().unwrap();
+    let start = Instant::now();
+    while !locked(&live.join("lock")) {
+        assert!(start.elapsed() < Duration::from_secs(10), "flock(1) took the lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let conf = tempfile::tempdir().unwrap();
+    let toml = |port: u16| {
+        shards::config_with(&c, &["big"], |b| {
+            b.general(&format!("listen_port = {port}"))
+                .limits("merge_memory_budget = 65536")
+                .limits(&format!("merge_spill_dir = \"{}\"", dir.display()))
+        })
+    };
+    let port = free_port();
+    let mut first = spawn_pgvia(&toml(port), &conf.path().join("a.toml"), port).await;
+    let conninfo = format!("host=127.0.0.1 port={port} user={USER} password={PASSWORD} dbname={DB}");
+    let client = common::connect(&conninfo).await.unwrap();
+    // One shard stalls on its last row while the others' rows spill.
+    let running = tokio::spawn(async move {
+        let sql = "SELECT g, count(*) FROM big WHERE CASE WHEN id = 99999 THEN length(pg_sleep(20)::text) \
+                   ELSE 1 END > 0 GROUP BY g ORDER BY count(*), g";
+        let _ = client.simple_query(sql).await;
+    });
+    let crashed = loop {
+        let ours: Vec<PathBuf> = process_dirs(&dir).into_iter().filter(|d| *d != live).collect();
+        let spilled = |d: &PathBuf| std::fs::read_dir(d).map_or(0, |es| es.count()) > 1;
+        if let Some(d) = ours.iter().find(|d| spilled(d)) {
+            break d.clone();
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the query spilled");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    first.start_kill().unwrap();
+    first.wait().await.unwrap();
+    running.abort();
+    let left: Vec<String> = std::fs::read_dir(&crashed)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    assert!(left.iter().any(|f| f == "lock") && left.iter().any(|f| f.ends_with(".spill")), "{left:?}");
+    println!("killed pgvia left {} with {left:?}", crashed.display());
+
+    let port = free_port();
+    let second = spawn_pgvia(&toml(port), &conf.path().join("b.toml"), port).await;
+    assert!(!crashed.exists(), "the killed pgvia's directory is removed at start");
+    assert!(live.join("pgvia-merge-0-0.spill").exists(), "a live pgvia's directory is kept");
+    assert!(dir.join("keep-me.txt").exists() && dir.join("pgvia-merge-0-0.spill").exists());
+    let pid = second.id().unwrap().to_string();
+    tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
+    let out =
+        tokio::time::timeout(Duration::from_secs(30), second.wait_with_output()).await.unwrap().unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    let name = crashed.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("removed the spill directory of a pgvia that is gone") && l.contains(&name)),
+        "{log}"
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -9,7 +9,7 @@
 //! pgharness stop   --dir DIR
 //! pgharness restart --dir DIR | crash-restart --dir DIR
 //! pgharness status --dir DIR
-//! pgharness psql   --dir DIR [--db NAME] -c SQL
+//! pgharness psql   --dir DIR [--db NAME] -c SQL     (-c - reads SQL from stdin)
 //! pgharness bin    [--version 15|18] TOOL
 //! ```
 
@@ -30,7 +30,7 @@ const USAGE: &str = "usage:
   pgharness crash-restart --dir DIR   the same with -m immediate (crash recovery at start)
   pgharness status --dir DIR          exit 0 and print PGPORT=/PGHOST= if running, 1 if not
   pgharness psql --dir DIR [--db NAME] -c SQL
-                                      run SQL as the superuser over the unix socket
+                                      run SQL as the superuser over the unix socket (-c -: from stdin)
   pgharness bin [--version 15|18] TOOL
                                       print the path of a PostgreSQL program (pgbench, psql, ...)
 --version defaults to $PGVIA_TEST_PG, else 15.";
@@ -186,9 +186,15 @@ fn run(args: &[String]) -> Result<ExitCode, CliError> {
             print_env(&cluster);
         }
         "psql" => {
-            let sql = a.sql.as_deref().ok_or_else(|| CliError::Usage("psql needs -c SQL".into()))?;
+            let mut sql = a.sql.clone().ok_or_else(|| CliError::Usage("psql needs -c SQL".into()))?;
+            if sql == "-" {
+                // Scripts too large for one argument (a data load) come on stdin.
+                sql.clear();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut sql)
+                    .map_err(|e| CliError::Usage(format!("cannot read SQL from stdin: {e}")))?;
+            }
             let cluster = Cluster::attach(&dir()?)?;
-            let out = cluster.psql(a.db.as_deref().unwrap_or("postgres"), sql)?;
+            let out = cluster.psql(a.db.as_deref().unwrap_or("postgres"), &sql)?;
             if !out.is_empty() {
                 println!("{out}");
             }

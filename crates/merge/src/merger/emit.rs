@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::rows::{compare_keys, text_cell, Row, ROW_BYTES};
 use super::Merger;
@@ -111,7 +111,25 @@ impl Merger {
     fn write(&mut self, row: Row, out: &mut BytesMut) -> Result<bool, MergeError> {
         let Some(layout) = &self.layout else { return Ok(false) };
         let visible = layout.visible;
-        if let Some(body) = &row.body {
+        if let Some(formats) = self.result_formats.as_ref().filter(|f| f.contains(&1)) {
+            // Cells are in the shards' formats (text, see `set_result_formats`); the
+            // client's binary columns are converted.
+            let mut cells = Vec::with_capacity(visible);
+            for (j, cell) in row.cells.iter().take(visible).enumerate() {
+                cells.push(match cell {
+                    Some(c) if formats[j] == 1 && layout.formats[j] != 1 => {
+                        Some(Bytes::from(crate::binary::from_text(layout.types[j].1, c)?))
+                    }
+                    other => other.clone(),
+                });
+            }
+            wire::build::frame(out, b'D', |b| {
+                b.put_i16(visible as i16);
+                for cell in &cells {
+                    wire::build::put_value(b, cell.as_deref());
+                }
+            });
+        } else if let Some(body) = &row.body {
             wire::build::frame(out, b'D', |b| b.put_slice(body));
         } else {
             wire::build::frame(out, b'D', |b| {

@@ -115,6 +115,9 @@ pub struct Merger {
     emitted: u64,
     used: usize,
     finished: bool,
+    /// The client's format per visible column, when it differs from the shards' (they are
+    /// asked for text and the merge writes each column in the client's format).
+    result_formats: Option<Vec<i16>>,
     /// LIMIT/OFFSET parameters still to be bound.
     unbound: bool,
 }
@@ -150,6 +153,7 @@ impl Merger {
             emitted: 0,
             used: 0,
             finished: false,
+            result_formats: None,
             unbound,
         }
     }
@@ -158,6 +162,15 @@ impl Merger {
     /// instead of failing (SQLSTATE 53200).
     pub fn set_spill(&mut self, store: Box<dyn SpillStore>) {
         self.store = Some(store);
+    }
+
+    /// The client's result format per visible column (a Bind with one code per column that
+    /// are not all the same, as pgx sends: text for `text`, binary for integers). The caller
+    /// asks the shards for every column in text (one format code, 0); the merge converts
+    /// the columns the client wants in binary as it writes them, for the types it converts
+    /// (else the RowDescription fails with 0A000). Call before the first RowDescription.
+    pub fn set_result_formats(&mut self, formats: &[i16]) {
+        self.result_formats = Some(formats.to_vec());
     }
 
     /// Bytes this merge wrote to spill files so far.
@@ -356,11 +369,30 @@ impl Merger {
             }
         }
         let formats: Vec<i16> = shard[..merged].iter().map(|(_, f)| *f).collect();
+        // What the client is sent: its own per-column formats, or the shards'.
+        let out_formats: Vec<i16> = match &self.result_formats {
+            Some(f) if f.len() != visible => {
+                return Err(MergeError::Protocol(format!(
+                    "{} result formats for a query of {visible} columns",
+                    f.len()
+                )))
+            }
+            Some(f) => f.clone(),
+            None => formats[..visible].to_vec(),
+        };
+        for (j, f) in out_formats.iter().enumerate() {
+            if *f == 1 && formats[j] != 1 && !binary::supported(types[j].1) {
+                return Err(MergeError::unsupported(format!(
+                    "binary format of type OID {} in a merged cross-shard query",
+                    types[j].1
+                )));
+            }
+        }
         let mut body = BytesMut::new();
         body.put_i16(i16::try_from(visible).map_err(|_| MergeError::Protocol("too many columns".into()))?);
         for (j, f) in fields.iter().take(visible).enumerate() {
             match &overrides[j] {
-                Some((name, oid, len)) => put_field(&mut body, name, 0, 0, *oid, *len, -1, formats[j]),
+                Some((name, oid, len)) => put_field(&mut body, name, 0, 0, *oid, *len, -1, out_formats[j]),
                 None => put_field(
                     &mut body,
                     f.name,
@@ -369,7 +401,7 @@ impl Merger {
                     f.type_oid,
                     f.type_size,
                     f.type_modifier,
-                    f.format,
+                    out_formats[j],
                 ),
             }
         }

@@ -8,6 +8,7 @@ pub mod census;
 mod commands;
 pub(crate) mod rows;
 mod show;
+mod show_config;
 mod show_hosts;
 mod show_shards;
 mod show_stats;

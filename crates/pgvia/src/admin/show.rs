@@ -7,7 +7,7 @@ use super::census::{server_counts, Census};
 use super::rows::{timestamp, Kind, RowSet, Value};
 use crate::app::App;
 use crate::clients::ClientState;
-use crate::config::{Config, General, PoolDefaults, ADMIN_DATABASES};
+use crate::config::ADMIN_DATABASES;
 use crate::pool::PinReason;
 
 use Kind::{Int, Text};
@@ -21,7 +21,7 @@ pub fn show(app: &App, what: &str) -> Option<RowSet> {
         "SERVERS" => servers(app),
         "DATABASES" => databases(app),
         "USERS" => users(app),
-        "CONFIG" => config(app),
+        "CONFIG" => super::show_config::config(app),
         "LISTS" => lists(app),
         "VERSION" => version(),
         "PREPARED" => prepared(app),
@@ -325,161 +325,6 @@ fn users(app: &App) -> RowSet {
     let mut rs = RowSet::new(&[("name", Text), ("pool_mode", Text), ("admin", Int)]);
     for u in &app.config().users {
         rs.push(vec![u.name.as_str().into(), u.pool_mode.map(|m| m.to_string()).into(), u.admin.into()]);
-    }
-    rs
-}
-
-/// `(key, value, default, changeable by reload)` for every `[general]`, `[pool]` and
-/// `[limits]` key (`metrics_auth_token` is a secret and not shown).
-fn config_rows(c: &Config) -> Vec<(String, String, String, bool)> {
-    let (g, d) = (&c.general, General::default());
-    let (p, pd) = (&c.pool, PoolDefaults::default());
-    let opt = |v: &Option<String>| v.clone().unwrap_or_default();
-    let path =
-        |v: &Option<std::path::PathBuf>| v.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-    let dur = |v: Duration| format!("{v:?}");
-    let mut rows = vec![
-        ("listen_addr", g.listen_addr.clone(), d.listen_addr.clone(), false),
-        ("listen_port", g.listen_port.to_string(), d.listen_port.to_string(), false),
-        (
-            "max_client_connections",
-            g.max_client_connections.to_string(),
-            d.max_client_connections.to_string(),
-            true,
-        ),
-        ("tls_mode", g.tls_mode.to_string(), d.tls_mode.to_string(), false),
-        ("tls_cert_file", path(&g.tls_cert_file), String::new(), false),
-        ("tls_key_file", path(&g.tls_key_file), String::new(), false),
-        ("auth_method", g.auth_method.to_string(), d.auth_method.to_string(), true),
-        (
-            "allow_cleartext_without_tls",
-            g.allow_cleartext_without_tls.to_string(),
-            d.allow_cleartext_without_tls.to_string(),
-            true,
-        ),
-        ("max_message_size", g.max_message_size.to_string(), d.max_message_size.to_string(), false),
-        ("shutdown_timeout", dur(g.shutdown_timeout), dur(d.shutdown_timeout), true),
-        ("server_reset_query", g.server_reset_query.clone(), d.server_reset_query.clone(), true),
-        ("server_reset_timeout", dur(g.server_reset_timeout), dur(d.server_reset_timeout), true),
-        ("log_level", g.log_level.clone(), d.log_level.clone(), false),
-        (
-            "log_format",
-            format!("{:?}", g.log_format).to_lowercase(),
-            format!("{:?}", d.log_format).to_lowercase(),
-            false,
-        ),
-        ("log_connections", g.log_connections.to_string(), d.log_connections.to_string(), true),
-        ("slow_query_threshold", dur(g.slow_query_threshold), dur(d.slow_query_threshold), true),
-        ("fallback_idle_timeout", dur(g.fallback_idle_timeout), dur(d.fallback_idle_timeout), true),
-        (
-            "max_prepared_statements_per_client",
-            g.max_prepared_statements_per_client.to_string(),
-            d.max_prepared_statements_per_client.to_string(),
-            true,
-        ),
-        (
-            "max_prepared_statements_total",
-            g.max_prepared_statements_total.to_string(),
-            d.max_prepared_statements_total.to_string(),
-            true,
-        ),
-        ("metrics_listen", opt(&g.metrics_listen), opt(&d.metrics_listen), false),
-        ("pool.pool_mode", p.pool_mode.to_string(), pd.pool_mode.to_string(), true),
-        ("pool.pool_size", p.pool_size.to_string(), pd.pool_size.to_string(), true),
-        ("pool.min_idle", p.min_idle.to_string(), pd.min_idle.to_string(), true),
-        ("pool.connect_timeout", dur(p.connect_timeout), dur(pd.connect_timeout), true),
-        ("pool.checkout_timeout", dur(p.checkout_timeout), dur(pd.checkout_timeout), true),
-        ("pool.idle_timeout", dur(p.idle_timeout), dur(pd.idle_timeout), true),
-        ("pool.max_lifetime", dur(p.max_lifetime), dur(pd.max_lifetime), true),
-        ("pool.client_idle_timeout", dur(p.client_idle_timeout), dur(pd.client_idle_timeout), true),
-        (
-            "pool.idle_in_transaction_timeout",
-            dur(p.idle_in_transaction_timeout),
-            dur(pd.idle_in_transaction_timeout),
-            true,
-        ),
-        ("pool.query_timeout", dur(p.query_timeout), dur(pd.query_timeout), true),
-        (
-            "pool.max_prepared_statements",
-            p.max_prepared_statements.to_string(),
-            pd.max_prepared_statements.to_string(),
-            true,
-        ),
-    ];
-    let (l, ld) = (&c.limits, crate::config::Limits::default());
-    let num = |v: u64| v.to_string();
-    rows.extend([
-        ("limits.startup_timeout", dur(l.startup_timeout), dur(ld.startup_timeout), true),
-        (
-            "limits.max_pending_logins",
-            num(l.max_pending_logins.into()),
-            num(ld.max_pending_logins.into()),
-            true,
-        ),
-        (
-            "limits.max_pending_logins_per_address",
-            num(l.max_pending_logins_per_address.into()),
-            num(ld.max_pending_logins_per_address.into()),
-            true,
-        ),
-        (
-            "limits.connections_per_second_per_address",
-            num(l.connections_per_second_per_address.into()),
-            num(ld.connections_per_second_per_address.into()),
-            true,
-        ),
-        (
-            "limits.admin_reserved_connections",
-            num(l.admin_reserved_connections.into()),
-            num(ld.admin_reserved_connections.into()),
-            true,
-        ),
-        (
-            "limits.client_backlog_bytes",
-            num(l.client_backlog_bytes.into()),
-            num(ld.client_backlog_bytes.into()),
-            true,
-        ),
-        (
-            "limits.max_buffered_message_bytes",
-            num(l.max_buffered_message_bytes),
-            num(ld.max_buffered_message_bytes),
-            true,
-        ),
-        (
-            "limits.max_concurrent_password_hashes",
-            num(l.max_concurrent_password_hashes.into()),
-            num(ld.max_concurrent_password_hashes.into()),
-            false,
-        ),
-        (
-            "limits.cancel_requests_per_second",
-            num(l.cancel_requests_per_second.into()),
-            num(ld.cancel_requests_per_second.into()),
-            true,
-        ),
-        (
-            "limits.metrics_header_timeout",
-            dur(l.metrics_header_timeout),
-            dur(ld.metrics_header_timeout),
-            true,
-        ),
-        (
-            "limits.metrics_max_connections",
-            num(l.metrics_max_connections.into()),
-            num(ld.metrics_max_connections.into()),
-            true,
-        ),
-        ("limits.health_cache", dur(l.health_cache), dur(ld.health_cache), true),
-    ]);
-    rows.sort_by_key(|r| r.0);
-    rows.into_iter().map(|(k, v, d, c)| (k.to_owned(), v, d, c)).collect()
-}
-
-fn config(app: &App) -> RowSet {
-    let mut rs = RowSet::new(&[("key", Text), ("value", Text), ("default", Text), ("changeable", Text)]);
-    for (k, v, d, c) in config_rows(&app.config()) {
-        rs.push(vec![k.into(), v.into(), d.into(), if c { "yes" } else { "no" }.into()]);
     }
     rs
 }

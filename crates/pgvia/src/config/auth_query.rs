@@ -36,15 +36,15 @@ pub struct AuthQuery {
     pub max_pools: u32,
 }
 
-fn default_cache_ttl() -> Duration {
+pub(crate) fn default_cache_ttl() -> Duration {
     Duration::from_secs(60)
 }
 
-fn default_timeout() -> Duration {
+pub(crate) fn default_timeout() -> Duration {
     Duration::from_secs(5)
 }
 
-fn default_max_pools() -> u32 {
+pub(crate) fn default_max_pools() -> u32 {
     100
 }
 

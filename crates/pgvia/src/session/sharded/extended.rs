@@ -30,15 +30,27 @@ pub(super) fn parse_frame(out: &mut BytesMut, sql: &[u8], types: &[u32]) {
 }
 
 /// `frame` (a Bind) with its statement name replaced by the unnamed statement's.
-fn bind_unnamed(out: &mut BytesMut, frame: &[u8]) {
+/// With `one_format = Some((n, code))`, the Bind's last `n` result
+/// format codes (all `code`) become the single code `code`: the shards' query has hidden
+/// columns the client's per-column list does not count (pgx sends one code per column).
+fn bind_unnamed_formats(out: &mut BytesMut, frame: &[u8], one_format: Option<(usize, i16)>) {
     let body = &frame[5..];
     let portal_end = body.iter().position(|&b| b == 0).unwrap_or(body.len());
     let stmt_end =
         body[portal_end + 1..].iter().position(|&b| b == 0).map_or(body.len(), |p| portal_end + 1 + p);
+    let rest = body.get(stmt_end + 1..).unwrap_or_default();
     wire::build::frame(out, fe::BIND, |b| {
         b.extend_from_slice(&body[..=portal_end]);
         b.put_u8(0);
-        b.extend_from_slice(body.get(stmt_end + 1..).unwrap_or_default());
+        match one_format {
+            // The result format codes are the message's last 2 + 2n bytes.
+            Some((n, code)) if rest.len() >= 2 + 2 * n => {
+                b.extend_from_slice(&rest[..rest.len() - 2 - 2 * n]);
+                b.put_i16(1);
+                b.put_i16(code);
+            }
+            _ => b.extend_from_slice(rest),
+        }
     });
 }
 
@@ -176,14 +188,21 @@ impl ShardedSession<'_> {
                             .is_some_and(|s| matches!(s.kind(), StatementKind::Select { .. }));
                     let mut shard_sql = sql.clone();
                     let mut describe = false;
+                    let mut one_format = None;
+                    if select && set.len() == 1 {
+                        if let Err((code, message)) = self.check_one_shard(&sql) {
+                            self.refuse(code, &message);
+                            return Ok(());
+                        }
+                    }
                     if select && set.len() > 1 {
                         let described = frames[at + 1..].iter().take_while(|f| f[0] != fe::EXECUTE).any(|f| {
                             matches!(FrontendMessage::parse_body(f[0], &f[5..]), Ok(FrontendMessage::Describe { target: Which::Portal, name }) if name == b.portal)
                         });
-                        if b.result_formats.len() > 1 || merge.is_some() {
+                        if merge.is_some() {
                             self.refuse(
                                 SqlState::FEATURE_NOT_SUPPORTED.code(),
-                                "a cross-shard query that needs merging takes one result format for all columns, and one such query per Sync",
+                                "a cross-shard query that needs merging must be the only one before its Sync",
                             );
                             return Ok(());
                         }
@@ -205,20 +224,33 @@ impl ShardedSession<'_> {
                                     self.refuse(e.sqlstate(), &e.to_string());
                                     return Ok(());
                                 }
+                                // The shards' query has hidden columns, so a code per
+                                // column cannot go to them as it came: one code when all
+                                // are the same (pgx's integers), else text from the shards
+                                // and the merge writes each column in its client format.
+                                let codes: Vec<i16> = b.result_formats.iter().collect();
+                                if codes.len() > 1 {
+                                    if codes.iter().all(|c| *c == codes[0]) {
+                                        one_format = Some((codes.len(), codes[0]));
+                                    } else {
+                                        m.set_result_formats(&codes);
+                                        one_format = Some((codes.len(), 0));
+                                    }
+                                }
                                 merge = Some(m);
                                 shard_sql = Bytes::from(rewritten.into_bytes());
                                 describe = !described;
                             }
                             Ok(None) => {}
                             Err((code, message)) => {
-                                self.refuse(code, &message);
+                                self.refuse(&code, &message);
                                 return Ok(());
                             }
                         }
                     }
                     parse_frame(&mut payload, &shard_sql, &types);
                     parse_drops.push(true);
-                    bind_unnamed(&mut payload, frame);
+                    bind_unnamed_formats(&mut payload, frame, one_format);
                     if describe {
                         // The merge needs the shards' columns; the client did not ask for them.
                         wire::build::frame(&mut payload, fe::DESCRIBE, |m| {

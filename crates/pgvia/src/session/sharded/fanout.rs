@@ -99,6 +99,11 @@ impl Merge {
     pub fn bind_params(&mut self, params: &[(Option<&[u8]>, bool)]) -> Result<(), merge::MergeError> {
         self.merger.bind_params(params)
     }
+
+    /// The client's per-column result formats, when the shards are asked for text.
+    pub fn set_result_formats(&mut self, formats: &[i16]) {
+        self.merger.set_result_formats(formats);
+    }
 }
 
 /// Binary COPY's file header starts so; its trailer is an int16 -1.

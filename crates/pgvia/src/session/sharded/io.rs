@@ -50,6 +50,11 @@ pub(super) struct Flight {
     /// Replies are kept back until the exchange is decided (an autocommit write on several
     /// shards, whose reply is replaced by an error if its commit fails).
     pub hold: bool,
+    /// With `hold`: most bytes of replies kept; past it they are dropped as they come
+    /// (the shards still finish normally) and `overflowed` is set. A subquery computed
+    /// first has its result so bounded (`subquery.rs`).
+    pub held_limit: Option<usize>,
+    pub overflowed: bool,
 }
 
 impl Flight {
@@ -230,7 +235,14 @@ impl ShardedSession<'_> {
             bytes.extend_from_slice(body);
             self.send_to(shard, &bytes).await?;
         }
-        Ok(Flight { fan, lanes, reply_start: self.to_client.len(), hold: implicit_begin })
+        Ok(Flight {
+            fan,
+            lanes,
+            reply_start: self.to_client.len(),
+            hold: implicit_begin,
+            held_limit: None,
+            overflowed: false,
+        })
     }
 
     /// Points the client's cancel key at the held servers of `targets`: one cancel signals
@@ -257,6 +269,15 @@ impl ShardedSession<'_> {
         self.ready();
         if matches!(self.tx, Tx::Idle) {
             self.give_back_all().await;
+        }
+    }
+
+    /// Past a flight's `held_limit`, its held replies are dropped (whole frames from
+    /// `reply_start` on) and the flight marked overflowed; the shards are read on.
+    fn cut_held(&mut self, flight: &mut Flight) {
+        if flight.held_limit.is_some_and(|limit| self.to_client.len() > flight.reply_start + limit) {
+            self.to_client.truncate(flight.reply_start);
+            flight.overflowed = true;
         }
     }
 
@@ -315,7 +336,9 @@ impl ShardedSession<'_> {
                     flight.reply_start = 0;
                 }
                 flight.fan.drain_merge(&mut self.to_client);
+                self.cut_held(flight);
             }
+            self.cut_held(flight);
             if !flight.hold && self.to_client.len() >= CLIENT_FLUSH {
                 self.flush_client().await.map_err(|e| match e {
                     SessionError::ClientIo(e) => ServerError::Io(e),

@@ -16,6 +16,7 @@ mod extended;
 mod fanout;
 mod io;
 mod key_move;
+mod subquery;
 pub mod two_phase;
 pub mod unique_id;
 
@@ -361,6 +362,12 @@ impl<'a> ShardedSession<'a> {
         let writes = analysis.writes();
         let select = analysis.len() == 1
             && analysis.statement(0).is_some_and(|s| matches!(s.kind(), route::StatementKind::Select { .. }));
+        if select && targets.len() == 1 {
+            if let Err((code, message)) = self.check_one_shard(sql) {
+                self.refuse(code, &message);
+                return Ok(());
+            }
+        }
         if select && targets.len() > 1 {
             match self.plan_merge(sql, targets, false).await {
                 Ok(Some((shard_sql, merge))) => {
@@ -371,7 +378,7 @@ impl<'a> ShardedSession<'a> {
                 }
                 Ok(None) => {}
                 Err((code, message)) => {
-                    self.refuse(code, &message);
+                    self.refuse(&code, &message);
                     return Ok(());
                 }
             }
@@ -514,13 +521,30 @@ impl<'a> ShardedSession<'a> {
         sql: &[u8],
         targets: ShardSet,
         drop_description: bool,
-    ) -> Result<Option<(String, fanout::Merge)>, (&'static str, String)> {
-        let text = std::str::from_utf8(sql)
-            .map_err(|_| ("0A000", "a cross-shard query must be valid UTF-8 to be merged".to_owned()))?;
+    ) -> Result<Option<(String, fanout::Merge)>, (String, String)> {
+        let text = std::str::from_utf8(sql).map_err(|_| {
+            ("0A000".to_owned(), "a cross-shard query must be valid UTF-8 to be merged".to_owned())
+        })?;
         let placement = sharding::merge_placement(&self.rules);
-        let plan = merge::MergePlan::for_select_placed(text, &placement)
-            .map_err(|e| (e.sqlstate(), e.to_string()))?;
-        if plan.is_plain() {
+        let refused = |e: merge::MergeError| (e.sqlstate().to_owned(), e.to_string());
+        let (plan, substituted) = match merge::MergePlan::for_select_placed(text, &placement) {
+            Ok(plan) => (plan, false),
+            // A subquery that would run per shard may be computed first (`subquery.rs`).
+            Err(e) if e.sqlstate() == "0A000" => match self.substitute_subqueries(text, targets).await {
+                subquery::Substituted::Nothing => return Err(refused(e)),
+                subquery::Substituted::Failed(code, message) => return Err((code, message)),
+                subquery::Substituted::Text(t) => match merge::MergePlan::for_select_placed(&t, &placement) {
+                    Ok(plan) => (plan, true),
+                    Err(e) => {
+                        self.give_back_if_idle().await;
+                        return Err(refused(e));
+                    }
+                },
+            },
+            Err(e) => return Err(refused(e)),
+        };
+        // Concatenation is the answer, but of the substituted query, not of the client's.
+        if plan.is_plain() && !substituted {
             return Ok(None);
         }
         let text_order = self.text_order(targets.first().unwrap_or(0)).await;
@@ -529,10 +553,23 @@ impl<'a> ShardedSession<'a> {
             text_order,
         };
         let mut merger = merge::Merger::new(&plan, targets.len(), options);
-        if let Some(dir) = self.app.config().limits.merge_spill_path() {
-            merger.set_spill(Box::new(merge::DirStore::new(&dir)));
+        if let Some(store) = self.app.spill.store(&self.app.config().limits) {
+            merger.set_spill(Box::new(store));
         }
         Ok(Some((plan.shard_sql().to_owned(), fanout::Merge::new(merger, targets.len(), drop_description))))
+    }
+
+    /// A SELECT sent to one shard of several must not hold a subquery, CTE or derived table
+    /// that reads other shards' rows (`merge::MergePlan::check_one_shard`). Only a text with
+    /// a nested SELECT can hold one, so others cost a byte scan, not a parse.
+    fn check_one_shard(&self, sql: &[u8]) -> Result<(), (&'static str, String)> {
+        if self.rules.shard_count < 2 || !nested_select(sql) {
+            return Ok(());
+        }
+        let text = std::str::from_utf8(sql)
+            .map_err(|_| ("0A000", "a sharded query must be valid UTF-8".to_owned()))?;
+        merge::MergePlan::check_one_shard(text, &sharding::merge_placement(&self.rules))
+            .map_err(|e| (e.sqlstate(), e.to_string()))
     }
 
     /// Whether the database's collation orders text byte-wise (`C`, `POSIX`, `C.UTF-8`),
@@ -579,4 +616,9 @@ impl<'a> ShardedSession<'a> {
             .map(|(_, v)| shard::parse_search_path(v))
             .unwrap_or_default()
     }
+}
+
+/// Whether `sql` has a second `SELECT` (any case): a subquery, CTE or derived table.
+fn nested_select(sql: &[u8]) -> bool {
+    sql.windows(6).filter(|w| w.eq_ignore_ascii_case(b"select")).nth(1).is_some()
 }

@@ -1,0 +1,181 @@
+//! Uncorrelated subqueries over sharded tables, computed first: a cross-shard SELECT the
+//! merge planner refuses because a subquery of its WHERE would run per shard
+//! (`WHERE x > (SELECT avg(x) FROM t)`, `WHERE id IN (SELECT ...)`) has each such subquery
+//! run alone across the shards through the merge, its result substituted as literals of its
+//! type (`merge::uncorrelated_subqueries`, `merge::replacement`), and is planned again. The
+//! subquery's rows are held back from the client. One that cannot run alone (it refers to
+//! the outer query) leaves the original refusal.
+
+use bytes::BytesMut;
+use shard::ShardSet;
+use wire::backend::BackendMessage;
+
+use super::fanout::{self, Combine};
+use super::io::Payload;
+use super::{ShardedSession, Tx};
+use crate::sharding;
+
+/// What substitution made of a refused query.
+pub(super) enum Substituted {
+    /// Nothing to substitute, or a subquery that cannot run alone: the refusal stands.
+    Nothing,
+    /// The query with every subquery's result in place.
+    Text(String),
+    /// A subquery's error, or its result's (21000: more than one row), for the client.
+    Failed(String, String),
+}
+
+/// A subquery's result: (type OID, type modifier) per column, rows as text.
+type Result_ = (Vec<(u32, i32)>, Vec<Vec<Option<String>>>);
+
+/// Most bytes of a subquery's merged reply held while it is computed: past it the reply
+/// is dropped as it comes and the query refused (the literals are bounded tighter anyway).
+const HELD_LIMIT: usize = 4 * merge::MAX_SUBSTITUTED_BYTES;
+
+/// SQLSTATEs of a subquery that names what only the outer query has (a correlated one).
+const OUTER_REFERENCE: [&str; 2] = ["42703", "42P01"];
+
+impl ShardedSession<'_> {
+    /// `text` with its WHERE's uncorrelated subqueries computed across `targets`.
+    pub(super) async fn substitute_subqueries(&mut self, text: &str, targets: ShardSet) -> Substituted {
+        let Ok(subs) = merge::uncorrelated_subqueries(text) else { return Substituted::Nothing };
+        if subs.is_empty() {
+            return Substituted::Nothing;
+        }
+        let mut done = Vec::with_capacity(subs.len());
+        for sub in subs {
+            let (columns, rows) = match self.run_inner(&sub.sql, targets).await {
+                Ok(r) => r,
+                Err((code, _)) if OUTER_REFERENCE.contains(&code.as_str()) => {
+                    return self.nothing_after_inner().await
+                }
+                Err((code, message)) => return self.failed_after_inner(code, message).await,
+            };
+            match merge::replacement(sub.kind, &columns, &rows) {
+                Ok(t) => done.push((sub, t)),
+                // 0A000 here names the limit or type that stops the substitution.
+                Err(e) => return self.failed_after_inner(e.sqlstate().to_owned(), e.to_string()).await,
+            }
+        }
+        Substituted::Text(merge::substitute(text, &done))
+    }
+
+    /// The refusal stands after subqueries ran: servers taken for them outside a
+    /// transaction go back.
+    async fn nothing_after_inner(&mut self) -> Substituted {
+        self.give_back_if_idle().await;
+        Substituted::Nothing
+    }
+
+    async fn failed_after_inner(&mut self, code: String, message: String) -> Substituted {
+        self.give_back_if_idle().await;
+        Substituted::Failed(code, message)
+    }
+
+    /// Servers a subquery took outside a transaction go back when the query will not run.
+    pub(super) async fn give_back_if_idle(&mut self) {
+        if matches!(self.tx, Tx::Idle) {
+            self.give_back_all().await;
+        }
+    }
+
+    /// Runs `sql` on `targets` through the merge; its replies are held, read and taken out
+    /// of the client's buffer. Errors as (SQLSTATE, message).
+    async fn run_inner(&mut self, sql: &str, targets: ShardSet) -> Result<Result_, (String, String)> {
+        let placement = sharding::merge_placement(&self.rules);
+        let plan = merge::MergePlan::for_select_placed(sql, &placement)
+            .map_err(|e| (e.sqlstate().to_owned(), e.to_string()))?;
+        let text_order = self.text_order(targets.first().unwrap_or(0)).await;
+        let merger = {
+            let config = self.app.config();
+            let budget = config.limits.merge_memory_budget as usize;
+            let mut m = merge::Merger::new(
+                &plan,
+                targets.len(),
+                merge::MergeOptions { memory_budget: budget, text_order },
+            );
+            if let Some(store) = self.app.spill.store(&config.limits) {
+                m.set_spill(Box::new(store));
+            }
+            m
+        };
+        let combine = Combine::Merge(Box::new(fanout::Merge::new(merger, targets.len(), false)));
+        for shard in targets.iter() {
+            if let Err(e) = self.ensure_server(shard, false).await {
+                return Err(("08006".to_owned(), format!("cannot reach shard {shard}: {e}")));
+            }
+        }
+        // A cancel while the subquery runs reaches its shards, and fails the query (57014).
+        self.aim_cancels(targets);
+        let mut query = BytesMut::new();
+        wire::build::query(&mut query, plan.shard_sql());
+        let mark = self.to_client.len();
+        let sent = match self.launch(targets, Payload::Same(&query), combine, &[], false).await {
+            Ok(mut flight) => {
+                flight.hold = true;
+                flight.held_limit = Some(HELD_LIMIT);
+                match self.pump(&mut flight, false).await {
+                    Ok(()) => flight.outcome().map(|o| (o, flight.overflowed)),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        let held = self.to_client.split_off(mark);
+        let (outcome, overflowed) = sent.map_err(|e| ("08006".to_owned(), format!("a shard failed: {e}")))?;
+        self.note_outcome(targets, false, &outcome);
+        if overflowed {
+            return Err((
+                "0A000".to_owned(),
+                format!(
+                    "cross-shard query not supported: a subquery computed first whose result is more than {HELD_LIMIT} bytes (at most {} rows, {} bytes of literals are substituted)",
+                    merge::MAX_SUBSTITUTED_ROWS,
+                    merge::MAX_SUBSTITUTED_BYTES
+                ),
+            ));
+        }
+        read_result(&held)
+    }
+}
+
+/// The columns and rows of a held merged reply, or its error.
+fn read_result(mut buf: &[u8]) -> Result<Result_, (String, String)> {
+    let bad = || ("XX000".to_owned(), "malformed merged reply".to_owned());
+    let (mut columns, mut rows) = (Vec::new(), Vec::new());
+    while buf.len() >= 5 {
+        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+        let (tag, body) = (buf[0], buf.get(5..1 + len).ok_or_else(bad)?);
+        match BackendMessage::parse_body(tag, body).map_err(|_| bad())? {
+            BackendMessage::RowDescription(rd) => {
+                for c in rd.columns() {
+                    let c = c.map_err(|_| bad())?;
+                    columns.push((c.type_oid, c.type_modifier));
+                }
+            }
+            BackendMessage::DataRow(dr) => {
+                let mut row = Vec::with_capacity(dr.len());
+                for v in dr.values() {
+                    let v = v.map_err(|_| bad())?;
+                    // Another client_encoding's bytes are not rewritten into a literal: a
+                    // lossy reading would compare differently.
+                    let text = |b: &[u8]| {
+                        String::from_utf8(b.to_vec()).map_err(|_| {
+                            ("0A000".to_owned(), "cross-shard query not supported: a subquery computed first whose result is not UTF-8".to_owned())
+                        })
+                    };
+                    row.push(v.map(text).transpose()?);
+                }
+                rows.push(row);
+            }
+            BackendMessage::ErrorResponse(f) => {
+                return Err((
+                    f.code().unwrap_or("XX000").to_owned(),
+                    f.message().unwrap_or_default().to_owned(),
+                ));
+            }
+            _ => {}
+        }
+        buf = &buf[1 + len..];
+    }
+    Ok((columns, rows))
+}
