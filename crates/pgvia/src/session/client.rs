@@ -430,11 +430,13 @@ impl Session<'_> {
         let queued = slot.queue();
         let (mut checkout, applied) = loop {
             // Only the wait for a pool server is cut short: a server already taking the
-            // client's settings finishes, and is given back clean below.
+            // client's settings finishes, and is given back clean below. The checkout is
+            // polled first: when a server is free at once (the common case) the cancel's
+            // wake-up is never registered.
             let mut checkout = tokio::select! {
                 biased;
-                () = queued.cancelled() => return Ok(Assigned::Cancelled),
                 checkout = self.checkout() => checkout?,
+                () = queued.cancelled() => return Ok(Assigned::Cancelled),
             };
             let applied = settings::apply(checkout.conn(), &self.state.settings, timeout).await;
             // A server that died taking the client's settings has run nothing of the

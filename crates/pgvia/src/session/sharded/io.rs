@@ -366,10 +366,12 @@ impl ShardedSession<'_> {
         let slot = std::sync::Arc::clone(&self.cancel.slot);
         let queued = slot.queue();
         for shard in targets.iter() {
+            // The server first: when one is free at once, the cancel's wake-up is never
+            // registered.
             let taken = tokio::select! {
                 biased;
-                () = queued.cancelled() => None,
                 taken = self.ensure_server(shard, writes) => Some(taken),
+                () = queued.cancelled() => None,
             };
             match taken {
                 None => {
