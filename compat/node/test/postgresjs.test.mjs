@@ -140,7 +140,18 @@ test('postgres.js: query.cancel()', () =>
     setTimeout(() => q.cancel(), 500)
     await assert.rejects(q, { code: '57014' })
     assert.ok(Date.now() - started < 10000)
-    const [row] = await sql`SELECT ${9}::int AS n`
+    // A cancel request is asynchronous: on a loaded machine one can land after its statement
+    // ended and hit the next one (seen directly against PostgreSQL, not only through pgvia).
+    // What must hold is that the session goes on: one such late 57014 is tolerated.
+    let row
+    for (let attempt = 0; ; attempt++) {
+      try {
+        [row] = await sql`SELECT ${9}::int AS n`
+        break
+      } catch (e) {
+        if (e.code !== '57014' || attempt > 0) throw e
+      }
+    }
     assert.equal(row.n, 9)
   }))
 

@@ -7,19 +7,16 @@ use bytes::Buf;
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
-use wire::frontend::FrontendMessage;
 use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
 
 use super::deferred::DeferredBegin;
 use super::error::SessionError;
 use super::exchange::{self, Buffers, RelayEnd};
-use super::local::{local_answer, Local};
 use super::memo::QueryMemo;
 use super::relay;
 use super::settings;
 use super::state::{self, SessionState};
-use super::statement_mode;
 use super::timeouts::{Timers, Wait};
 use crate::app::{App, Phase};
 use crate::cancel::CancelKey;
@@ -303,7 +300,6 @@ impl Session<'_> {
     /// Waits, holding no server, until the client has sent a whole message that needs one.
     /// Returns `Some` when the session ends instead.
     async fn wait_for_work(&mut self) -> Option<RelayEnd> {
-        let statement_mode = self.pool.settings.pool_mode == PoolMode::Statement;
         self.timers.restart();
         loop {
             // A BEGIN answered locally is a transaction as far as the client knows.
@@ -314,33 +310,11 @@ impl Session<'_> {
             });
             match self.decoder.peek_len(&self.bufs.from_client) {
                 Ok(Some(len)) => {
-                    // Garbage must not cost a server: check the first message before asking
-                    // the pool for one.
-                    let frame = &self.bufs.from_client[..len];
-                    // A transaction that failed without a server is the server's to answer.
-                    let failed = matches!(self.deferred_begin, Some(DeferredBegin::Failed(_)));
-                    let local = match (frame[0], FrontendMessage::parse_body(frame[0], &frame[5..])) {
-                        (_, Err(e)) if frame[0] != wire::frontend::tag::COPY_DATA => {
-                            return Some(RelayEnd::Error(e.into()))
-                        }
-                        (wire::frontend::tag::TERMINATE, _) => return Some(RelayEnd::ClientDone),
-                        _ if self.discard == Discard::UntilSync => Some(Local::Discard),
-                        (_, Ok(FrontendMessage::Query { sql })) if statement_mode => {
-                            let analysis = self.memo.analyze(&self.app.analyzer, sql);
-                            statement_mode::opens_transaction(&analysis).then_some(Local::RefuseQuery)
-                        }
-                        (_, Ok(FrontendMessage::Parse(p))) if statement_mode => {
-                            let analysis = self.app.analyzer.analyze_bytes(p.query, &[]);
-                            statement_mode::opens_transaction(&analysis).then_some(Local::RefuseParse)
-                        }
-                        (_, Ok(FrontendMessage::Query { sql }))
-                            if self.pool.settings.pool_mode != PoolMode::Session && !failed =>
-                        {
-                            let analysis = self.memo.analyze(&self.app.analyzer, sql);
-                            local_answer(&analysis, sql, self.deferred_begin.is_some())
-                        }
-                        _ => None,
+                    let local = match self.local_answer_for(len) {
+                        Ok(local) => local,
+                        Err(end) => return Some(end),
                     };
+                    let failed = matches!(self.deferred_begin, Some(DeferredBegin::Failed(_)));
                     // Answers without a server come without a read of the socket per
                     // message: charge each to the task's budget, so a client pipelining
                     // them (a flood of lone prepares) yields its worker now and then.

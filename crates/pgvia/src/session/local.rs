@@ -12,7 +12,9 @@ use wire::sqlstate::SqlState;
 
 use super::client::{Discard, Session};
 use super::deferred::DeferredBegin;
+use super::exchange::RelayEnd;
 use super::statement_mode;
+use crate::config::PoolMode;
 use crate::config::RolePreference;
 use crate::prepared::sql::{SqlStatement, SQL_PREPARE_KEY};
 use crate::routing::decide;
@@ -39,7 +41,7 @@ pub(super) enum Local {
 }
 
 /// Whether a simple query is a lone transaction-control statement that needs no server yet.
-pub(super) fn local_answer(analysis: &route::Analysis, sql: &[u8], begun: bool) -> Option<Local> {
+fn local_answer(analysis: &route::Analysis, sql: &[u8], begun: bool) -> Option<Local> {
     if analysis.is_conservative() || analysis.len() != 1 {
         return None;
     }
@@ -65,6 +67,38 @@ pub(super) fn local_answer(analysis: &route::Analysis, sql: &[u8], begun: bool) 
 }
 
 impl Session<'_> {
+    /// What pgvia answers itself for the client's first waiting message (its first `len`
+    /// bytes), if anything; `Err` for a message that ends the session (Terminate, or one that
+    /// is not valid: garbage must not cost a server).
+    pub(super) fn local_answer_for(&mut self, len: usize) -> Result<Option<Local>, RelayEnd> {
+        let statement_mode = self.pool.settings.pool_mode == PoolMode::Statement;
+        let frame = &self.bufs.from_client[..len];
+        // A transaction that failed without a server is the server's to answer.
+        let failed = matches!(self.deferred_begin, Some(DeferredBegin::Failed(_)));
+        Ok(match (frame[0], FrontendMessage::parse_body(frame[0], &frame[5..])) {
+            (_, Err(e)) if frame[0] != wire::frontend::tag::COPY_DATA => {
+                return Err(RelayEnd::Error(e.into()))
+            }
+            (wire::frontend::tag::TERMINATE, _) => return Err(RelayEnd::ClientDone),
+            _ if self.discard == Discard::UntilSync => Some(Local::Discard),
+            (_, Ok(FrontendMessage::Query { sql })) if statement_mode => {
+                let analysis = self.memo.analyze(&self.app.analyzer, sql);
+                statement_mode::opens_transaction(&analysis).then_some(Local::RefuseQuery)
+            }
+            (_, Ok(FrontendMessage::Parse(p))) if statement_mode => {
+                let analysis = self.app.analyzer.analyze_bytes(p.query, &[]);
+                statement_mode::opens_transaction(&analysis).then_some(Local::RefuseParse)
+            }
+            (_, Ok(FrontendMessage::Query { sql }))
+                if self.pool.settings.pool_mode != PoolMode::Session && !failed =>
+            {
+                let analysis = self.memo.analyze(&self.app.analyzer, sql);
+                local_answer(&analysis, sql, self.deferred_begin.is_some())
+            }
+            _ => None,
+        })
+    }
+
     /// Answers a transaction-control statement without a server (see [`local_answer`]).
     pub(super) fn answer_locally(&mut self, local: Local, len: usize) {
         let frame = self.bufs.from_client.split_to(len);
@@ -243,5 +277,41 @@ impl Session<'_> {
         wire::build::command_complete(&mut self.bufs.to_client, tag);
         wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
         true
+    }
+}
+
+/// The message PostgreSQL gives a statement cancelled at the client's request.
+const CANCELLED: &str = "canceling statement due to user request";
+
+impl Session<'_> {
+    /// The client's first waiting request was cancelled while it waited for a server: it is
+    /// answered as PostgreSQL answers a statement cancelled at once (57014), nothing of it
+    /// having run, and the session goes on. A simple query (or function call) ends there; an
+    /// extended-protocol batch is skipped up to its Sync (`Discard::UntilSync`), which is
+    /// answered with ReadyForQuery. Inside a transaction the transaction is failed, as it
+    /// would be on a server.
+    pub(super) fn answer_cancelled(&mut self) {
+        let Ok(Some(len)) = self.decoder.peek_len(&self.bufs.from_client) else { return };
+        let tag = self.bufs.from_client[0];
+        wire::build::ErrorFields::error(SqlState::QUERY_CANCELED, CANCELLED).write(&mut self.bufs.to_client);
+        if let Some(deferred) = &self.deferred_begin {
+            self.deferred_begin = Some(deferred.failed());
+        }
+        if matches!(tag, wire::frontend::tag::QUERY | wire::frontend::tag::FUNCTION_CALL) {
+            self.bufs.from_client.advance(len);
+            let status = self.local_status();
+            wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
+        } else {
+            self.discard = Discard::UntilSync;
+        }
+    }
+
+    /// The transaction status the client knows while it holds no server.
+    pub(super) fn local_status(&self) -> TransactionStatus {
+        match self.deferred_begin {
+            None => TransactionStatus::Idle,
+            Some(DeferredBegin::Begun(_)) => TransactionStatus::InTransaction,
+            Some(DeferredBegin::Failed(_)) => TransactionStatus::Failed,
+        }
     }
 }
