@@ -281,7 +281,7 @@ impl Session<'_> {
 }
 
 /// The message PostgreSQL gives a statement cancelled at the client's request.
-const CANCELLED: &str = "canceling statement due to user request";
+pub(super) const CANCELLED: &str = "canceling statement due to user request";
 
 impl Session<'_> {
     /// The client's first waiting request was cancelled while it waited for a server: it is

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// The SQLSTATE of the last ErrorResponse read from the server, if any.
+/// The SQLSTATE of the ErrorResponse the server sent last, if nothing came after it.
 pub type LastError = Arc<Mutex<Option<String>>>;
 
 pub struct Tapped {
@@ -47,9 +47,11 @@ impl Tapped {
                         as usize
                         + 1;
             if whole {
-                if self.frame[0] == b'E' {
-                    *self.last_error.lock().unwrap() = sqlstate(&self.frame[5..]);
-                }
+                // Only an error that is the last frame before the close explains it: an
+                // earlier one the client read (a 57014 the writer kept its connection after)
+                // is followed by a ReadyForQuery, which clears it.
+                *self.last_error.lock().unwrap() =
+                    if self.frame[0] == b'E' { sqlstate(&self.frame[5..]) } else { None };
                 self.frame.clear();
             }
         }

@@ -261,7 +261,7 @@ impl ShardedSession<'_> {
     /// fails as it would on a server. Servers taken for it go back untouched.
     async fn answer_cancelled(&mut self) {
         self.errored = true;
-        wire::build::ErrorFields::error(SqlState::QUERY_CANCELED, "canceling statement due to user request")
+        wire::build::ErrorFields::error(SqlState::QUERY_CANCELED, crate::session::local::CANCELLED)
             .write(&mut self.to_client);
         if let Tx::Open { failed, .. } = &mut self.tx {
             *failed = true;
