@@ -130,6 +130,18 @@ async fn check(
     Ok((status, conn))
 }
 
+/// A replica's lag in bytes (behind the primary now) and in milliseconds. The replica's own
+/// clock only says how old the last transaction it replayed is, which overstates the lag of a
+/// replica a moment behind after a quiet spell (writes 1.5 s apart make it look 1.5 s behind
+/// while it replays the newest one). So the age counts only when the replica has not replayed
+/// even what the primary had written at the previous round: then it is behind by at least a
+/// round, and the age of its last replayed transaction is the best bound it can give.
+fn replica_lag(s: &Status, primary_lsn: u64, primary_lsn_before: u64) -> (u64, u64) {
+    let bytes = primary_lsn.saturating_sub(s.lsn);
+    let ms = if bytes == 0 || s.lsn >= primary_lsn_before { 0 } else { s.replay_age_ms };
+    (bytes, ms)
+}
+
 /// Applies a round's answers: roles, the primary, lag, and who is in rotation.
 fn judge(h: &Hosts, statuses: &[Option<Result<Status, CheckError>>]) {
     let now = h.now_ms();
@@ -153,6 +165,10 @@ fn judge(h: &Hosts, statuses: &[Option<Result<Status, CheckError>>]) {
     let primary_lsn = match statuses.get(primary) {
         Some(Some(Ok(s))) => Some(s.lsn),
         _ => None,
+    };
+    let primary_lsn_before = match primary_lsn {
+        Some(lsn) => h.primary_lsn_before.swap(lsn, Ordering::Relaxed),
+        None => h.primary_lsn_before.load(Ordering::Relaxed),
     };
     for (i, (host, status)) in h.all().iter().zip(statuses).enumerate() {
         let before = host.state();
@@ -183,10 +199,7 @@ fn judge(h: &Hosts, statuses: &[Option<Result<Status, CheckError>>]) {
                     host.role.store(role as u8, Ordering::Release);
                 }
                 let (lag_bytes, lag_ms) = match (role, primary_lsn) {
-                    (HostRole::Replica, Some(p)) => {
-                        let bytes = p.saturating_sub(s.lsn);
-                        (bytes, if bytes == 0 { 0 } else { s.replay_age_ms })
-                    }
+                    (HostRole::Replica, Some(p)) => replica_lag(s, p, primary_lsn_before),
                     _ => (0, 0),
                 };
                 host.lag_bytes.store(lag_bytes, Ordering::Relaxed);
@@ -224,4 +237,30 @@ fn judge(h: &Hosts, statuses: &[Option<Result<Status, CheckError>>]) {
         }
     }
     h.primary.store(primary, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{replica_lag, Status};
+
+    fn replica(lsn: u64, replay_age_ms: u64) -> Status {
+        Status { in_recovery: true, lsn, replay_age_ms }
+    }
+
+    #[test]
+    fn a_replica_a_moment_behind_a_fresh_commit_is_not_lagging_in_time() {
+        // It replayed everything the primary had one round ago; its last replayed commit is old
+        // only because the primary was quiet.
+        assert_eq!(replica_lag(&replica(150, 1500), 200, 150), (50, 0));
+    }
+
+    #[test]
+    fn a_replica_behind_the_previous_round_reports_its_replay_age() {
+        assert_eq!(replica_lag(&replica(100, 2300), 200, 150), (100, 2300));
+    }
+
+    #[test]
+    fn a_caught_up_replica_has_no_lag() {
+        assert_eq!(replica_lag(&replica(200, 9000), 200, 150), (0, 0));
+    }
 }

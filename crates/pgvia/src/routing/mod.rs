@@ -178,6 +178,8 @@ pub struct Hosts {
     wake: Notify,
     /// Replaced by a reload: sessions holding it fetch the database's current one.
     retired: AtomicBool,
+    /// The primary's WAL position at the previous health check round (read by the checker only).
+    primary_lsn_before: AtomicU64,
     epoch: Instant,
 }
 
@@ -202,6 +204,7 @@ impl Hosts {
             changed: Notify::new(),
             wake: Notify::new(),
             retired: AtomicBool::new(false),
+            primary_lsn_before: AtomicU64::new(0),
             epoch: Instant::now(),
         });
         match check_addr {
