@@ -185,21 +185,28 @@ impl Batch {
     }
 }
 
+/// What the server discards of what the client sends next. The two never overlap: no COPY
+/// starts while the server skips to a Sync, and an error during COPY IN ends the COPY.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ignoring {
+    Nothing,
+    /// An extended-protocol error: every message up to the next Sync, not yet sent.
+    UntilSync,
+    /// COPY IN from a query whose Sync was already sent: PostgreSQL ignores Syncs during
+    /// COPY IN, so the client's Syncs until its CopyDone/CopyFail owe nothing.
+    SyncsUntilCopyEnd,
+}
+
 #[derive(Debug)]
 pub struct ReplyTracker {
     queue: VecDeque<Pending>,
     tx: TransactionStatus,
     batch: Batch,
     copy: CopyState,
-    /// The server entered COPY IN from a query whose Sync was already sent; PostgreSQL ignores
-    /// Syncs during COPY IN, so the client's Syncs until its CopyDone/CopyFail owe nothing.
-    syncs_ignored_until_copy_end: bool,
+    ignoring: Ignoring,
     /// The COPY under way was started by an Execute: an error ending it leaves the server
     /// discarding messages until the next Sync, as after any extended-protocol error.
     copy_from_execute: bool,
-    /// An extended-protocol error left the server discarding messages until the next Sync,
-    /// which has not been sent yet.
-    skipping: bool,
     /// Requests with effects that completed or were skipped, for the relay to settle.
     finished: Vec<Finished>,
 }
@@ -211,9 +218,8 @@ impl Default for ReplyTracker {
             tx: TransactionStatus::Idle,
             batch: Batch::Closed,
             copy: CopyState::None,
-            syncs_ignored_until_copy_end: false,
+            ignoring: Ignoring::Nothing,
             copy_from_execute: false,
-            skipping: false,
             finished: Vec::new(),
         }
     }
@@ -233,9 +239,9 @@ impl ReplyTracker {
     pub fn push(&mut self, pending: Pending) {
         self.note_batch(pending.request);
         match pending.request {
-            Request::Sync if self.syncs_ignored_until_copy_end => return,
-            Request::CopyEnd if self.syncs_ignored_until_copy_end => {
-                self.syncs_ignored_until_copy_end = false;
+            Request::Sync if self.ignoring == Ignoring::SyncsUntilCopyEnd => return,
+            Request::CopyEnd if self.ignoring == Ignoring::SyncsUntilCopyEnd => {
+                self.ignoring = Ignoring::Nothing;
                 return;
             }
             // PostgreSQL ignores CopyDone/CopyFail outside a COPY (postgres.js sends CopyFail
@@ -247,8 +253,8 @@ impl ReplyTracker {
             {
                 return;
             }
-            Request::Sync => self.skipping = false,
-            _ if self.skipping => {
+            Request::Sync => self.ignoring = Ignoring::Nothing,
+            _ if self.ignoring == Ignoring::UntilSync => {
                 self.settle(pending, false);
                 return;
             }
@@ -262,8 +268,8 @@ impl ReplyTracker {
     /// change nothing.
     fn note_batch(&mut self, request: Request) {
         let ignored = match request {
-            Request::Sync => self.syncs_ignored_until_copy_end,
-            _ => self.skipping,
+            Request::Sync => self.ignoring == Ignoring::SyncsUntilCopyEnd,
+            _ => self.ignoring == Ignoring::UntilSync,
         };
         if !ignored {
             self.batch = self.batch.after(request);
@@ -278,7 +284,7 @@ impl ReplyTracker {
     /// Whether the server is discarding messages until a Sync (so requests sent now do
     /// nothing).
     pub fn is_skipping(&self) -> bool {
-        self.skipping
+        self.ignoring == Ignoring::UntilSync
     }
 
     fn settle(&mut self, p: Pending, ok: bool) {
@@ -395,7 +401,7 @@ impl ReplyTracker {
                         _ => Fate::Forward,
                     };
                     self.settle(p, true);
-                    self.skipping = false;
+                    self.stop_ignoring(Ignoring::UntilSync);
                     self.drop_stray_copy_ends();
                     let quiescent = self.queue.is_empty();
                     return (ServerEvent::Ready { status, quiescent }, fate);
@@ -413,7 +419,7 @@ impl ReplyTracker {
         let ends_extended_copy = self.copy != CopyState::None && self.copy_from_execute;
         if self.copy != CopyState::None {
             // The COPY is over: a Sync the client sends from now on counts again.
-            self.syncs_ignored_until_copy_end = false;
+            self.stop_ignoring(Ignoring::SyncsUntilCopyEnd);
         }
         self.copy = CopyState::None;
         let event = if is_fatal(body) { ServerEvent::Fatal } else { ServerEvent::Other };
@@ -481,7 +487,18 @@ impl ReplyTracker {
                 self.settle(p, false);
             }
         }
-        self.skipping = self.queue.is_empty();
+        if self.queue.is_empty() {
+            self.ignoring = Ignoring::UntilSync;
+        } else {
+            self.stop_ignoring(Ignoring::UntilSync);
+        }
+    }
+
+    /// Ends `what` if it is what the server ignores now.
+    fn stop_ignoring(&mut self, what: Ignoring) {
+        if self.ignoring == what {
+            self.ignoring = Ignoring::Nothing;
+        }
     }
 
     /// A CopyDone/CopyFail sent behind a Query or Execute ends the COPY that request may
@@ -534,7 +551,11 @@ impl ReplyTracker {
                 _ => i += 1,
             }
         }
-        self.syncs_ignored_until_copy_end = !ended;
+        if ended {
+            self.stop_ignoring(Ignoring::SyncsUntilCopyEnd);
+        } else {
+            self.ignoring = Ignoring::SyncsUntilCopyEnd;
+        }
         if self.copy_from_execute {
             // The Syncs just dropped were counted as closing the implicit transaction when they
             // were sent; the server ignores them, so it is open until a Sync after the COPY.
@@ -559,7 +580,7 @@ impl ReplyTracker {
     /// (an unsynced batch, even one whose replies all arrived, or the server skipping until
     /// a Sync).
     pub fn needs_sync(&self) -> bool {
-        self.skipping
+        self.ignoring == Ignoring::UntilSync
             || self.batch == Batch::Open
             || self.queue.back().is_some_and(|p| !p.request.answered_by_ready())
     }
@@ -571,12 +592,12 @@ impl ReplyTracker {
             && self.copy == CopyState::None
             && self.tx == TransactionStatus::Idle
             && self.batch == Batch::Closed
-            && !self.skipping
+            && self.ignoring != Ignoring::UntilSync
     }
 
     /// Nothing owed and no COPY, though a transaction may be open.
     pub fn is_between_requests(&self) -> bool {
-        self.queue.is_empty() && self.copy == CopyState::None && !self.skipping
+        self.queue.is_empty() && self.copy == CopyState::None && self.ignoring != Ignoring::UntilSync
     }
 }
 
@@ -616,7 +637,7 @@ impl ReplyTracker {
             // Behind unsynced messages, a retry would lose their part of the implicit
             // transaction, which the failure rolled back.
             && self.batch == Batch::Closed
-            && !self.skipping
+            && self.ignoring != Ignoring::UntilSync
             && self.copy == CopyState::None
             && self
                 .queue
