@@ -700,8 +700,9 @@ pub fn worker_stack_size(config: &Config) -> usize {
 
 /// The runtime pgvia runs on, with [`worker_stack_size`] stacks.
 pub fn runtime(config: &Config) -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_stack_size(worker_stack_size(config))
-        .build()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.general.worker_threads {
+        builder.worker_threads(usize::from(n));
+    }
+    builder.enable_all().thread_stack_size(worker_stack_size(config)).build()
 }

@@ -133,6 +133,7 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     check(a.unix_socket_dir != b.unix_socket_dir, "general.unix_socket_dir");
     check(a.client_tls_ca_file != b.client_tls_ca_file, "general.client_tls_ca_file");
     check(a.instance_id != b.instance_id, "general.instance_id");
+    check(a.worker_threads != b.worker_threads, "general.worker_threads");
     check(old.gateway.listen != new.gateway.listen, "gateway.listen");
     check(old.gateway.tls != new.gateway.tls, "gateway.tls");
     check(old.analysis != new.analysis, "analysis");

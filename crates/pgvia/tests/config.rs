@@ -475,6 +475,12 @@ fn timeouts_and_limits() {
         problems("[[users]]\nname = \"u\"\npassword = \"p\"\nmax_client_connections = 0\n"),
         ["4: users[0].max_client_connections: must be at least 1"]
     );
+    assert_eq!(
+        problems("[general]\nworker_threads = 0\n"),
+        ["2: general.worker_threads: must be at least 1 (leave it out for one per CPU)"]
+    );
+    assert_eq!(ok("[general]\nworker_threads = 1\n").general.worker_threads, Some(1));
+    assert_eq!(ok("").general.worker_threads, None);
 }
 
 #[test]

@@ -108,6 +108,9 @@ fn general(r: &mut Rows, g: &General) {
     r.put("metrics_listen", opt(&g.metrics_listen), opt(&d.metrics_listen), RESTART);
     // Empty means the default the code works out: the host name and the listen port.
     r.put("instance_id", opt(&g.instance_id), opt(&d.instance_id), RESTART);
+    // Empty means one per CPU.
+    let threads = |n: Option<u16>| n.map(|n| n.to_string()).unwrap_or_default();
+    r.put("worker_threads", threads(g.worker_threads), threads(d.worker_threads), RESTART);
 }
 
 fn pool(r: &mut Rows, p: &PoolDefaults) {

@@ -199,6 +199,9 @@ pub struct General {
     /// Names this pgvia among others in front of the same shards, in its two-phase commit
     /// transaction ids. Default: the host name and listen port.
     pub instance_id: Option<String>,
+    /// Threads that serve clients. Default: one per CPU (tokio's `TOKIO_WORKER_THREADS` when
+    /// set). One thread spends less CPU per transaction but queues sessions behind each other.
+    pub worker_threads: Option<u16>,
 }
 
 /// How log lines are written.
@@ -215,6 +218,7 @@ impl Default for General {
     fn default() -> Self {
         General {
             instance_id: None,
+            worker_threads: None,
             listen_addr: "127.0.0.1".to_owned(),
             listen_port: 6432,
             max_client_connections: 10_000,

@@ -76,6 +76,9 @@ impl Validator {
         if g.max_client_connections == 0 {
             self.report("general.max_client_connections", "must be at least 1");
         }
+        if g.worker_threads == Some(0) {
+            self.report("general.worker_threads", "must be at least 1 (leave it out for one per CPU)");
+        }
         for (key, cap) in [
             ("max_prepared_statements_per_client", g.max_prepared_statements_per_client),
             ("max_prepared_statements_total", g.max_prepared_statements_total),
