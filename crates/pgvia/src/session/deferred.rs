@@ -16,6 +16,11 @@ pub enum DeferredBegin {
     Failed(Bytes),
 }
 
+/// Fails the transaction on purpose once the server has begun it; the text names why in the
+/// server's log.
+const FAILING_CAST: &str =
+    "\n;SELECT 'pgvia: a statement of this transaction was cancelled before it reached a server'::pg_catalog.int4";
+
 impl DeferredBegin {
     /// What the server hears first.
     pub fn frame(&self) -> &Bytes {
@@ -27,13 +32,14 @@ impl DeferredBegin {
     /// The same transaction after a statement of it failed without a server.
     pub(super) fn failed(&self) -> DeferredBegin {
         let DeferredBegin::Begun(begin) = self else { return self.clone() };
-        // The BEGIN's text (the analysis found it a lone BEGIN, so valid SQL); the line break
-        // ends a trailing comment. The failing cast names why in the server's log.
+        // The BEGIN's text (the analysis found it a lone BEGIN, so valid SQL), its bytes as
+        // they came, in the client's encoding; the cast's line break ends a trailing comment.
         let sql = begin.get(5..begin.len().saturating_sub(1)).unwrap_or_default();
-        let mut text = String::from_utf8_lossy(sql).into_owned();
-        text.push_str("\n;SELECT 'pgvia: a statement of this transaction was cancelled before it reached a server'::pg_catalog.int4");
         let mut frame = BytesMut::new();
-        wire::build::query(&mut frame, &text);
+        wire::build::frame(&mut frame, b'Q', |b| {
+            b.extend_from_slice(sql);
+            wire::build::put_cstr(b, FAILING_CAST.as_bytes());
+        });
         DeferredBegin::Failed(frame.freeze())
     }
 }
