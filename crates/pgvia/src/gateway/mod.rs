@@ -70,8 +70,8 @@ impl Gateway {
 }
 
 fn https_acceptor(cert: &std::path::Path, key: &std::path::Path) -> Result<TlsAcceptor, GatewayError> {
-    let chain = crate::net::tls::read_certs(cert)?;
-    let key = crate::net::tls::read_key(key)?;
+    let chain = crate::net::pem::read_certs(cert)?;
+    let key = crate::net::pem::read_key(key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?

@@ -4,6 +4,7 @@
 pub mod cert_name;
 pub mod limits;
 pub mod listener;
+pub mod pem;
 pub mod server_stream;
 pub mod server_tls;
 pub mod stream;

@@ -5,20 +5,18 @@
 //! once at load: server connections are opened rarely next to the queries they carry, and a
 //! rotated CA or client certificate then applies without a reload.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 use serde::Deserialize;
 
-use super::tls::{read_certs, read_key, TlsError};
-
-/// The ALPN protocol name PostgreSQL 17 and later use, required with direct TLS.
-pub const ALPN_POSTGRESQL: &[u8] = b"postgresql";
+use super::pem::{read_certs, read_key, TlsError};
+pub use super::pem::{roots, ALPN_POSTGRESQL};
 
 /// How much TLS pgvia insists on towards a server; the names and meanings of libpq's
 /// `sslmode` (without `allow`, which only makes sense for an interactive client).
@@ -118,15 +116,6 @@ impl ServerTlsSettings {
         config.alpn_protocols = vec![ALPN_POSTGRESQL.to_vec()];
         Ok(Some(Arc::new(config)))
     }
-}
-
-/// The trust anchors in a PEM file.
-pub fn roots(ca_file: &Path) -> Result<RootCertStore, TlsError> {
-    let mut roots = RootCertStore::empty();
-    for cert in read_certs(ca_file)? {
-        roots.add(cert)?;
-    }
-    Ok(roots)
 }
 
 /// `prefer` and `require`: encryption without authentication of the server, as libpq does

@@ -3,28 +3,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use thiserror::Error;
 use tokio_rustls::TlsAcceptor;
 
-use super::server_tls::{roots, ALPN_POSTGRESQL};
-
-#[derive(Debug, Error)]
-pub enum TlsError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: String, source: std::io::Error },
-    #[error("{path}: no PEM certificate found")]
-    NoCertificate { path: String },
-    #[error("{path}: no PEM private key found")]
-    NoKey { path: String },
-    #[error("server_tls_mode = \"{mode}\" needs server_tls_ca_file")]
-    NoCaFile { mode: &'static str },
-    #[error("cannot build a certificate verifier: {0}")]
-    Verifier(String),
-    #[error("TLS configuration rejected: {0}")]
-    Rustls(#[from] rustls::Error),
-}
+pub use super::pem::TlsError;
+use super::pem::{read_certs, read_key, roots, ALPN_POSTGRESQL};
 
 /// Whether clients must show a certificate, when `client_tls_ca_file` makes pgvia ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,30 +18,6 @@ pub enum ClientCerts {
     Optional,
     /// A client without a certificate from the CA fails the handshake.
     Required,
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read { path: path.display().to_string(), source })
-}
-
-/// Every certificate in a PEM file; at least one.
-pub fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let pem = read(path)?;
-    let certs: Vec<_> = rustls_pemfile::certs(&mut pem.as_slice())
-        .collect::<Result<_, _>>()
-        .map_err(|source| TlsError::Read { path: path.display().to_string(), source })?;
-    if certs.is_empty() {
-        return Err(TlsError::NoCertificate { path: path.display().to_string() });
-    }
-    Ok(certs)
-}
-
-/// The first private key in a PEM file.
-pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let pem = read(path)?;
-    rustls_pemfile::private_key(&mut pem.as_slice())
-        .map_err(|source| TlsError::Read { path: path.display().to_string(), source })?
-        .ok_or_else(|| TlsError::NoKey { path: path.display().to_string() })
 }
 
 /// Builds the acceptor for client TLS from PEM files. With `client_ca`, clients are asked
