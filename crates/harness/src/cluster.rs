@@ -8,8 +8,8 @@ use tempfile::TempDir;
 
 use crate::bins::{bin_dir, pg_bin, supports_ssl};
 use crate::conf::{quote_ident, quote_literal, url_encode};
+use crate::dirs::{keep_clusters, prepare_dir};
 use crate::error::{HarnessError, IoContext};
-use crate::lifecycle::{keep_clusters, prepare_dir};
 use crate::meta::Meta;
 use crate::os::{run, run_with_stdin, scrub_env, RunAs};
 use crate::{HbaAuth, PgVersion};

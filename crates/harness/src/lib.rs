@@ -20,6 +20,7 @@
 mod bins;
 mod cluster;
 mod conf;
+mod dirs;
 mod error;
 mod lifecycle;
 mod meta;
@@ -29,7 +30,7 @@ mod replication;
 pub use bins::{bin_dir, pg_bin, supports_ssl, PgVersion, VERSION_ENV};
 pub use cluster::{Cluster, ClusterOptions};
 pub use conf::{parse_setting, HbaAuth};
+pub use dirs::KEEP_ENV;
 pub use error::HarnessError;
-pub use lifecycle::KEEP_ENV;
 pub use os::LIBPQ_ENV;
 pub use replication::Lsn;

@@ -4,40 +4,20 @@ use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::cluster::{HOST, SUPERUSER};
 use crate::conf::{hba_conf, render_settings};
+use crate::dirs::keep_clusters;
 use crate::error::{HarnessError, IoContext};
 use crate::os::run;
 use crate::{Cluster, ClusterOptions};
 
-/// Set to `1` to keep cluster directories (data, log) after a test for post-mortems.
-pub const KEEP_ENV: &str = "PGVIA_KEEP_CLUSTERS";
 const HARNESS_CONF: &str = "pgvia_harness.conf";
 const START_ATTEMPTS: usize = 5;
 /// sun_path is 108 bytes and the socket file name adds `/.s.PGSQL.NNNNN`.
 const MAX_SOCKET_DIR_LEN: usize = 90;
 const LOG_TAIL_LINES: usize = 30;
-
-pub(crate) fn keep_clusters() -> bool {
-    std::env::var(KEEP_ENV).is_ok_and(|v| v == "1")
-}
-
-/// An explicit cluster dir must be new or empty: silently reusing an old
-/// data dir would hand a test stale state.
-pub(crate) fn prepare_dir(dir: &Path) -> Result<PathBuf, HarnessError> {
-    fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
-    let dir = fs::canonicalize(dir).ctx(|| format!("resolve {}", dir.display()))?;
-    let mut entries = fs::read_dir(&dir).ctx(|| format!("list {}", dir.display()))?;
-    if entries.next().is_some() {
-        return Err(HarnessError::InvalidOption(format!(
-            "{} is not empty; stop and remove the old cluster first",
-            dir.display()
-        )));
-    }
-    Ok(dir)
-}
 
 /// A port nobody listens on right now. Another process may grab it before
 /// the server binds, which `launch` handles by retrying.
