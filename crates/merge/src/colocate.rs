@@ -135,6 +135,44 @@ fn check_with(s: &SelectStmt, p: &Placement, judge: Windows) -> Result<bool, Mer
     Ok(true)
 }
 
+/// Where a statement's CTE would be computed, judged as the planner does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CtePlace {
+    /// It reads only tables with the same rows on every shard.
+    Everywhere,
+    /// Co-located on a shard key: each shard computes its part.
+    Local,
+    /// Neither: it would run per shard.
+    Refused,
+}
+
+/// The placement of each CTE of `s`'s own WITH, in order; a refused one counts as being on
+/// every shard for the CTEs after it (it is computed first and becomes a constant).
+pub(crate) fn cte_places(s: &SelectStmt, p: &Placement) -> Vec<CtePlace> {
+    let Some(w) = s.with_clause() else { return Vec::new() };
+    let mut cx = Cx { p, ctes: Vec::new(), depth: 0 };
+    let mut out = Vec::new();
+    for cte in w.ctes() {
+        let (rel, place) = match cte.ctequery() {
+            Node::SelectStmt(q) => match cx.derived(q) {
+                Ok(Rel::Everywhere) => (Rel::Everywhere, CtePlace::Everywhere),
+                Ok(rel) => (rel, CtePlace::Local),
+                Err(_) => (Rel::Everywhere, CtePlace::Refused),
+            },
+            _ => (Rel::Everywhere, CtePlace::Refused),
+        };
+        cx.ctes.push((cte.ctename().unwrap_or_default().to_owned(), rel));
+        out.push(place);
+    }
+    out
+}
+
+/// Whether `s` reads only tables with the same rows on every shard (and constants): then
+/// one shard's rows are the whole answer.
+pub(crate) fn reads_everywhere_only(s: &SelectStmt, p: &Placement) -> bool {
+    Cx { p, ctes: Vec::new(), depth: 0 }.everywhere(s).unwrap_or(false)
+}
+
 impl Cx<'_> {
     /// The relations of `s`'s FROM (its CTEs first), each sharded pair joined on its keys.
     fn scope(&mut self, s: &SelectStmt) -> Result<Vec<Named>, MergeError> {

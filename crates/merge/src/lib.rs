@@ -37,6 +37,8 @@ mod accum;
 mod agg;
 mod binary;
 mod colocate;
+mod compute_first;
+mod cte;
 mod error;
 mod having;
 mod lex;
@@ -54,6 +56,8 @@ mod value;
 mod variance;
 
 pub use colocate::{Placement, ShardedTable};
+pub use compute_first::{ComputeFirst, Computed, Failure, Step};
+pub use cte::{next_cte, Cte, CteChoice};
 pub use error::MergeError;
 pub use merger::{Drained, MergeOptions, Merger, TextOrder};
 pub use plan::MergePlan;
