@@ -144,7 +144,8 @@ async fn colocated_constructs_are_pushed_down_and_others_refused() {
 
 /// CTEs over sharded tables computed first and substituted as constant relations, alone
 /// (one shard answers), joined with sharded tables, referenced twice, in a transaction and
-/// with the outer query's parameters; recursive and volatile ones refused by name.
+/// with the outer query's parameters; recursive and volatile ones refused by name; floats
+/// of a result computed first exact whatever the client's `extra_float_digits`.
 async fn ctes_computed_first(through: &tokio_postgres::Client, reference: &tokio_postgres::Client) {
     for sql in [
         "WITH s AS (SELECT kind, count(*) AS n FROM orders GROUP BY kind) SELECT sum(n) FROM s",
@@ -184,6 +185,27 @@ async fn ctes_computed_first(through: &tokio_postgres::Client, reference: &tokio
         let e = through.simple_query(sql).await.unwrap_err();
         let db = e.as_db_error().expect("an ErrorResponse");
         assert_eq!((db.code().code(), db.message().contains(why)), ("0A000", true), "{sql}: {db:?}");
+    }
+    // 0.1 + 0.2 needs 17 digits; below extra_float_digits 1 a server prints 0.3, and a
+    // literal read from that would compare unequal.
+    for digits in ["0", "-3"] {
+        let set = format!("SET extra_float_digits = {digits}");
+        through.batch_execute(&set).await.unwrap();
+        reference.batch_execute(&set).await.unwrap();
+        for sql in [
+            "SELECT count(*) FROM orders WHERE 0.1::float8 * 3 + total * 0 = (SELECT max(0.1::float8 + 0.2) FROM orders)",
+            "WITH c AS (SELECT max(0.1::float8 + 0.2) AS v, max(0.1::float4 + 0.2::float4) AS r FROM orders) \
+             SELECT c.v, c.v = 0.1::float8 * 3, c.r = 0.1::float4 + 0.2::float4, count(*) FROM orders, c GROUP BY 1, 2, 3",
+        ] {
+            let want = rows(reference, sql).await.unwrap();
+            assert_ne!(want[0].last(), Some(&Some("0".to_owned())), "{sql}");
+            assert_eq!(rows(through, sql).await, Ok(want), "{sql} at extra_float_digits {digits}");
+        }
+        // The client's setting is the servers' again.
+        let shown = rows(through, "SHOW extra_float_digits").await.unwrap();
+        assert_eq!(shown, vec![vec![Some(digits.to_owned())]]);
+        through.batch_execute("RESET extra_float_digits").await.unwrap();
+        reference.batch_execute("RESET extra_float_digits").await.unwrap();
     }
 }
 

@@ -7,7 +7,7 @@
 //! alone (it refers to the outer query) leaves the original refusal.
 
 use bytes::BytesMut;
-use shard::ShardSet;
+use shard::{ShardId, ShardSet};
 use wire::backend::BackendMessage;
 
 use super::fanout::{self, Combine};
@@ -18,6 +18,9 @@ use crate::sharding;
 /// Most bytes of a subquery's merged reply held while it is computed: past it the reply
 /// is dropped as it comes and the query refused (the literals are bounded tighter anyway).
 const HELD_LIMIT: usize = 4 * merge::MAX_SUBSTITUTED_BYTES;
+
+/// The setting that makes a server print floats exactly (shortest round-trip digits).
+const EXACT_FLOATS: &str = "extra_float_digits";
 
 impl ShardedSession<'_> {
     /// The plan of `text` with its CTEs and WHERE subqueries over sharded tables computed
@@ -85,6 +88,8 @@ impl ShardedSession<'_> {
                 return Err(("08006".to_owned(), format!("cannot reach shard {shard}: {e}")));
             }
         }
+        // Its floats become literals: printed exactly whatever the client's setting.
+        let changed = self.exact_floats(targets).await;
         // A cancel while the subquery runs reaches its shards, and fails the query (57014).
         self.aim_cancels(targets);
         let mut query = BytesMut::new();
@@ -102,6 +107,7 @@ impl ShardedSession<'_> {
             Err(e) => Err(e),
         };
         let held = self.to_client.split_off(mark);
+        self.restore_floats(changed).await;
         let (outcome, overflowed) = sent.map_err(|e| ("08006".to_owned(), format!("a shard failed: {e}")))?;
         self.note_outcome(targets, false, &outcome);
         if overflowed {
@@ -115,6 +121,43 @@ impl ShardedSession<'_> {
             ));
         }
         read_result(&held)
+    }
+}
+
+impl ShardedSession<'_> {
+    /// Sets `extra_float_digits` to 1 on the servers of `targets` where it is below 1, so
+    /// their float output is exact (shortest round-trip digits, PostgreSQL 12+); returns the
+    /// servers changed with their values before. A server where this fails is left as it
+    /// is (its query fails the same way next).
+    async fn exact_floats(&mut self, targets: ShardSet) -> Vec<(ShardId, i32)> {
+        let timeout = self.app.config().general.server_reset_timeout;
+        let sql = format!(
+            "SELECT current_setting('{EXACT_FLOATS}'), CASE WHEN current_setting('{EXACT_FLOATS}')::int4 < 1 THEN set_config('{EXACT_FLOATS}', '1', false) END"
+        );
+        let mut changed = Vec::new();
+        for shard in targets.iter() {
+            let Some(c) = self.held[shard].as_mut() else { continue };
+            let Ok(rows) = c.conn().query_rows(&sql, timeout).await else { continue };
+            if let Some([Some(old), Some(_)]) = rows.into_iter().next().as_deref() {
+                if let Ok(old) = old.parse::<i32>() {
+                    changed.push((shard, old));
+                }
+            }
+        }
+        changed
+    }
+
+    /// Puts back what [`Self::exact_floats`] changed. In a transaction that failed meanwhile
+    /// this fails too, and the transaction's rollback undoes the change instead.
+    async fn restore_floats(&mut self, changed: Vec<(ShardId, i32)>) {
+        let timeout = self.app.config().general.server_reset_timeout;
+        for (shard, old) in changed {
+            let Some(c) = self.held[shard].as_mut() else { continue };
+            let sql = format!("SELECT set_config('{EXACT_FLOATS}', '{old}', false)");
+            if let Err(e) = c.conn().query_rows(&sql, timeout).await {
+                tracing::debug!(shard, error = %e, "extra_float_digits not restored; the transaction's end will");
+            }
+        }
     }
 }
 
