@@ -87,7 +87,7 @@ pub fn next_cte(sql: &str, placement: &Placement, choice: CteChoice) -> Result<O
     let places = colocate::cte_places(s, placement);
     let wanted = |p: CtePlace| match choice {
         CteChoice::Refused => p == CtePlace::Refused,
-        CteChoice::Sharded => p != CtePlace::Everywhere,
+        CteChoice::Sharded => matches!(p, CtePlace::Refused | CtePlace::Local),
     };
     let Some(at) = places.iter().position(|p| wanted(*p)) else { return Ok(None) };
     let toks = lex::tokens(sql)?;
@@ -305,6 +305,33 @@ mod tests {
         assert!(next_cte(sql, &placement(), CteChoice::Refused).unwrap().is_none());
         let c = next_cte(sql, &placement(), CteChoice::Sharded).unwrap().expect("a CTE");
         assert_eq!(c.sql, "SELECT id, k FROM t");
+    }
+
+    #[test]
+    fn a_cte_over_a_table_of_unknown_placement_is_not_taken() {
+        let p = Placement { others_everywhere: false, ..placement() };
+        let sql = "WITH c AS (SELECT relname FROM pg_class ORDER BY 1 LIMIT 3) SELECT count(*) FROM t JOIN c ON true";
+        assert!(next_cte(sql, &p, CteChoice::Sharded).unwrap().is_none());
+        // Over sharded tables it is, whatever the other tables are.
+        let sql = "WITH c AS (SELECT g, count(*) FROM t GROUP BY g) SELECT * FROM c";
+        assert!(next_cte(sql, &p, CteChoice::Refused).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_query_over_constants_alone_takes_one_shards_rows() {
+        let unknown = Placement { others_everywhere: false, ..placement() };
+        for p in [placement(), unknown.clone()] {
+            let plan = crate::MergePlan::for_select_placed(
+                "WITH c(a, n) AS (VALUES (E'1'::integer, E'2'::bigint)) SELECT sum(n) FROM c",
+                &p,
+            )
+            .unwrap();
+            assert!(plan.one_shard());
+            let plan = crate::MergePlan::for_select_placed("SELECT sum(k) FROM t", &p).unwrap();
+            assert!(!plan.one_shard());
+        }
+        let plan = crate::MergePlan::for_select_placed("SELECT count(*) FROM kinds", &unknown).unwrap();
+        assert!(!plan.one_shard(), "nothing is known of kinds");
     }
 
     #[test]

@@ -137,7 +137,7 @@ impl MergePlan {
         if main > 0 {
             plan.shard_sql.insert_str(0, &text[..main]);
         }
-        plan.one_shard = placement.others_everywhere && colocate::reads_everywhere_only(s, placement);
+        plan.one_shard = colocate::reads_everywhere_only(s, placement);
         Ok(plan)
     }
 
@@ -175,7 +175,8 @@ impl MergePlan {
     }
 
     /// True when one shard's rows are the whole answer (the statement reads only tables on
-    /// every shard, constants among them): the merger keeps the first shard's rows only.
+    /// every shard, constants among them, even when nothing is known of unlisted tables):
+    /// the merger keeps the first shard's rows only.
     pub fn one_shard(&self) -> bool {
         self.one_shard
     }
