@@ -127,6 +127,11 @@ pub fn next_cte(sql: &str, placement: &Placement, choice: CteChoice) -> Result<O
         }
         _ => body.to_owned(),
     };
+    if has_params(&sql_alone)? {
+        return Err(MergeError::unsupported(format!(
+            "CTE {name} over sharded tables with parameters ($n): computed first, it would run before their values are bound"
+        )));
+    }
     let aliases = here.aliases.iter().map(|t| (sql[t.start..t.end].to_owned(), ident(sql, t))).collect();
     let range = toks[here.name].start..toks[here.close].end;
     Ok(Some(Cte { sql: sql_alone, range, name, aliases }))
@@ -141,6 +146,11 @@ pub(crate) fn with_prefix(sql: &str, toks: &[Tok], s: &pg_raw_parse::nodes::Sele
     let (first, last) = (spans.first()?, spans.last()?);
     let recursive = if w.recursive { "RECURSIVE " } else { "" };
     Some(format!("WITH {recursive}{} ", &sql[toks[first.name].start..toks[last.close].end]))
+}
+
+/// Whether `sql` holds a parameter (`$1`): it cannot run alone before the Bind.
+pub(crate) fn has_params(sql: &str) -> Result<bool, MergeError> {
+    Ok(lex::tokens(sql)?.iter().any(|t| t.kind == Kind::Other && sql[t.start..t.end].starts_with('$')))
 }
 
 /// Token indexes of one CTE: its name, its column list's names, its body's parentheses.
@@ -345,6 +355,13 @@ mod tests {
             assert_eq!(e.sqlstate(), "0A000");
             assert!(e.to_string().contains(what), "{e}");
         }
+        let e = next_cte(
+            "WITH c AS (SELECT g, count(*) FROM t WHERE k > $1 GROUP BY g) SELECT * FROM c",
+            &p,
+            CteChoice::Refused,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("parameters"), "{e}");
         for sql in [
             "WITH RECURSIVE r AS (SELECT id FROM t UNION SELECT id + 1 FROM r WHERE id < 3) SELECT count(*) FROM r",
             "WITH d AS (DELETE FROM t RETURNING id) SELECT count(*) FROM d",

@@ -60,6 +60,11 @@ pub fn uncorrelated_subqueries(sql: &str) -> Result<Vec<Subquery>, MergeError> {
     // The statement's CTEs go in front of each subquery run alone: a name that means a
     // CTE in the statement must not mean a table there.
     let prefix = crate::cte::with_prefix(sql, &toks, s);
+    // One with parameters cannot run before the Bind, and without it the names of its CTEs
+    // could mean tables: nothing is taken.
+    if prefix.as_deref().map(crate::cte::has_params).transpose()? == Some(true) {
+        return Ok(Vec::new());
+    }
     let mut found = Vec::new();
     scan::walk(s.where_clause(), 0, &mut |n| {
         if let Node::SubLink(l) = n {

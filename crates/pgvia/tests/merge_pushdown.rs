@@ -174,6 +174,11 @@ async fn ctes_computed_first(through: &tokio_postgres::Client, reference: &tokio
     let want = ids(reference.query(sql, &[&2i32]).await.unwrap());
     assert!(!want.is_empty());
     assert_eq!(ids(through.query(sql, &[&2i32]).await.unwrap()), want, "{sql}");
+    // A CTE with parameters cannot run before the Bind: refused by name, not answered wrongly.
+    let sql = "WITH s AS (SELECT kind, count(*) AS n FROM orders WHERE total > $1 GROUP BY kind) SELECT sum(n) FROM s";
+    let e = through.query(sql, &[&10i32]).await.unwrap_err();
+    let db = e.as_db_error().expect("an ErrorResponse");
+    assert_eq!((db.code().code(), db.message().contains("parameters")), ("0A000", true), "{db:?}");
     for (sql, why) in [
         (
             "WITH RECURSIVE r AS (SELECT id FROM orders WHERE id < 3 UNION SELECT id + 1 FROM r WHERE id < 5) SELECT count(*) FROM r",
