@@ -7,7 +7,8 @@
 //! type ([`replacement`]) and plans the query again with them in place ([`substitute`]).
 //!
 //! Only subqueries in the outer query's WHERE are taken, as a scalar `(SELECT ...)` or as
-//! `x [NOT] IN (SELECT ...)`, and only without parameters. Whether one is uncorrelated is
+//! `x [NOT] IN (SELECT ...)`, and only without parameters; each runs behind the statement's
+//! WITH, so a CTE's name means the CTE there too. Whether one is uncorrelated is
 //! learnt by running it alone: a subquery that refers to the outer query fails there (the
 //! outer names are not in scope) and the caller keeps the original refusal; one that runs
 //! alone means what it meant inside, since PostgreSQL resolves a name in the innermost scope
