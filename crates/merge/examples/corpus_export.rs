@@ -121,7 +121,7 @@ fn main() -> std::io::Result<()> {
         queries
             .push(json!({"sql": param_sql, "params": params, "compare": compare_name(how), "source": sql}));
     }
-    // Subqueries computed first: as written (a subquery with parameters is not computed
+    // CTEs and subqueries computed first: as written (one with parameters is not computed
     // first, so their literals stay).
     for (sql, how) in SUBSTITUTED {
         let no_params: [Option<String>; 0] = [];

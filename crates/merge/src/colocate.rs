@@ -64,6 +64,8 @@ struct Cx<'p> {
     ctes: Vec<(String, Rel)>,
     /// Subqueries being looked into, to bound the recursion.
     depth: u32,
+    /// A table whose placement is unknown was met.
+    unknown: bool,
 }
 
 /// Deeper nests of subqueries than this are refused instead of risking the stack.
@@ -110,7 +112,7 @@ fn check_with(s: &SelectStmt, p: &Placement, judge: Windows) -> Result<bool, Mer
     {
         return Ok(false);
     }
-    let mut cx = Cx { p, ctes: Vec::new(), depth: 0 };
+    let mut cx = Cx { p, ctes: Vec::new(), depth: 0, unknown: false };
     let outer = cx.scope(s)?;
     let locals: Vec<&Named> = outer.iter().filter(|n| matches!(n.rel, Rel::Local { .. })).collect();
     if judge == Windows::Checked && (!windows.is_empty() || !s.window_clause().is_empty()) {
@@ -133,6 +135,49 @@ fn check_with(s: &SelectStmt, p: &Placement, judge: Windows) -> Result<bool, Mer
         cx.subquery(sub, &locals)?;
     }
     Ok(true)
+}
+
+/// Where a statement's CTE would be computed, judged as the planner does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CtePlace {
+    /// It reads only tables with the same rows on every shard.
+    Everywhere,
+    /// Co-located on a shard key: each shard computes its part.
+    Local,
+    /// Neither: it would run per shard.
+    Refused,
+    /// It reads a table whose placement is unknown: what computing it across the shards
+    /// would give is unknown too.
+    Unknown,
+}
+
+/// The placement of each CTE of `s`'s own WITH, in order; a refused one counts as being on
+/// every shard for the CTEs after it (it is computed first and becomes a constant).
+pub(crate) fn cte_places(s: &SelectStmt, p: &Placement) -> Vec<CtePlace> {
+    let Some(w) = s.with_clause() else { return Vec::new() };
+    let mut cx = Cx { p, ctes: Vec::new(), depth: 0, unknown: false };
+    let mut out = Vec::new();
+    for cte in w.ctes() {
+        cx.unknown = false;
+        let (rel, place) = match cte.ctequery() {
+            Node::SelectStmt(q) => match cx.derived(q) {
+                Ok(Rel::Everywhere) => (Rel::Everywhere, CtePlace::Everywhere),
+                Ok(rel) => (rel, CtePlace::Local),
+                Err(_) if cx.unknown => (Rel::Everywhere, CtePlace::Unknown),
+                Err(_) => (Rel::Everywhere, CtePlace::Refused),
+            },
+            _ => (Rel::Everywhere, CtePlace::Refused),
+        };
+        cx.ctes.push((cte.ctename().unwrap_or_default().to_owned(), rel));
+        out.push(place);
+    }
+    out
+}
+
+/// Whether `s` reads only tables with the same rows on every shard (and constants): then
+/// one shard's rows are the whole answer.
+pub(crate) fn reads_everywhere_only(s: &SelectStmt, p: &Placement) -> bool {
+    Cx { p, ctes: Vec::new(), depth: 0, unknown: false }.everywhere(s).unwrap_or(false)
 }
 
 impl Cx<'_> {
@@ -187,9 +232,10 @@ impl Cx<'_> {
                         Some(t) => Rel::Local { class: t.colocation.clone(), key: Some(t.column.clone()) },
                         None if self.p.others_everywhere => Rel::Everywhere,
                         None => {
+                            self.unknown = true;
                             return Err(refuse(
                                 "CTE, subquery or window function over a table whose placement is unknown",
-                            ))
+                            ));
                         }
                     },
                 };

@@ -29,7 +29,9 @@
 //! `bool_and`, `bool_or`, `every`, the `stddev`/`variance` family, `string_agg`/`array_agg`/`jsonb_agg`/`json_agg` with their
 //! ORDER BY (all with FILTER); GROUP BY on columns and expressions;
 //! HAVING of comparisons over aggregates, grouping columns and constants; subqueries, CTEs
-//! and window functions co-located on the shard key ([`Placement`]) pushed down whole.
+//! and window functions co-located on the shard key ([`Placement`]) pushed down whole; CTEs
+//! and WHERE subqueries that need other shards computed first and substituted
+//! ([`ComputeFirst`]: the caller runs each query it asks for through a merge).
 //! Past the memory budget, grouping, the sort after grouping and DISTINCT spill to a
 //! [`SpillStore`]. See `docs/sharding.md` for what is refused and why.
 
@@ -37,6 +39,8 @@ mod accum;
 mod agg;
 mod binary;
 mod colocate;
+mod compute_first;
+mod cte;
 mod error;
 mod having;
 mod lex;
@@ -54,6 +58,8 @@ mod value;
 mod variance;
 
 pub use colocate::{Placement, ShardedTable};
+pub use compute_first::{ComputeFirst, Computed, Failure, Step};
+pub use cte::{next_cte, Cte, CteChoice};
 pub use error::MergeError;
 pub use merger::{Drained, MergeOptions, Merger, TextOrder};
 pub use plan::MergePlan;

@@ -87,6 +87,10 @@ pub(crate) enum PlanKind {
 pub struct MergePlan {
     pub(crate) shard_sql: String,
     pub(crate) kind: PlanKind,
+    /// The statement reads only tables with the same rows on every shard (a CTE computed
+    /// first is such a constant): the first shard's rows are the answer, the others' are
+    /// dropped.
+    pub(crate) one_shard: bool,
 }
 
 impl MergePlan {
@@ -133,6 +137,7 @@ impl MergePlan {
         if main > 0 {
             plan.shard_sql.insert_str(0, &text[..main]);
         }
+        plan.one_shard = colocate::reads_everywhere_only(s, placement);
         Ok(plan)
     }
 
@@ -167,6 +172,13 @@ impl MergePlan {
             PlanKind::Merge(s) => (param(s.limit_at), param(s.offset_at)),
             PlanKind::Plain => (None, None),
         }
+    }
+
+    /// True when one shard's rows are the whole answer (the statement reads only tables on
+    /// every shard, constants among them, even when nothing is known of unlisted tables):
+    /// the merger keeps the first shard's rows only.
+    pub fn one_shard(&self) -> bool {
+        self.one_shard
     }
 
     /// True when the shards' rows need no merging (plain concatenation).
@@ -239,7 +251,11 @@ impl<'s> Planner<'s> {
             && matches!(offset_at, Count::Absent | Count::Const(0))
             && matches!(distinct, Distinct::None)
         {
-            return Ok(MergePlan { shard_sql: self.sql.to_string(), kind: PlanKind::Plain });
+            return Ok(MergePlan {
+                shard_sql: self.sql.to_string(),
+                kind: PlanKind::Plain,
+                one_shard: false,
+            });
         }
         if c.locking.is_some() {
             return Err(MergeError::unsupported("FOR UPDATE/SHARE in a merged cross-shard query"));
@@ -285,7 +301,7 @@ impl<'s> Planner<'s> {
         let grouping = grouping.then_some(Grouping { cols, keys, having });
         let (limit, offset) = (limit_at.value(), offset_at.value().unwrap_or(0));
         let spec = Spec { visible, hidden, sort, distinct, offset, limit, limit_at, offset_at, grouping };
-        Ok(MergePlan { shard_sql, kind: PlanKind::Merge(Box::new(spec)) })
+        Ok(MergePlan { shard_sql, kind: PlanKind::Merge(Box::new(spec)), one_shard: false })
     }
 
     pub(crate) fn tok_text(&self, r: std::ops::Range<usize>) -> &'s str {

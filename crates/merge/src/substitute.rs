@@ -7,7 +7,8 @@
 //! type ([`replacement`]) and plans the query again with them in place ([`substitute`]).
 //!
 //! Only subqueries in the outer query's WHERE are taken, as a scalar `(SELECT ...)` or as
-//! `x [NOT] IN (SELECT ...)`, and only without parameters. Whether one is uncorrelated is
+//! `x [NOT] IN (SELECT ...)`, and only without parameters; each runs behind the statement's
+//! WITH, so a CTE's name means the CTE there too. Whether one is uncorrelated is
 //! learnt by running it alone: a subquery that refers to the outer query fails there (the
 //! outer names are not in scope) and the caller keeps the original refusal; one that runs
 //! alone means what it meant inside, since PostgreSQL resolves a name in the innermost scope
@@ -57,10 +58,18 @@ pub fn uncorrelated_subqueries(sql: &str) -> Result<Vec<Subquery>, MergeError> {
     let (Some(raw), None) = (stmts.next(), stmts.next()) else { return Ok(Vec::new()) };
     let Node::SelectStmt(s) = raw.stmt() else { return Ok(Vec::new()) };
     let toks = lex::tokens(sql)?;
+    // The statement's CTEs go in front of each subquery run alone: a name that means a
+    // CTE in the statement must not mean a table there.
+    let prefix = crate::cte::with_prefix(sql, &toks, s);
+    // One with parameters cannot run before the Bind, and without it the names of its CTEs
+    // could mean tables: nothing is taken.
+    if prefix.as_deref().map(crate::cte::has_params).transpose()? == Some(true) {
+        return Ok(Vec::new());
+    }
     let mut found = Vec::new();
     scan::walk(s.where_clause(), 0, &mut |n| {
         if let Node::SubLink(l) = n {
-            found.extend(candidate(sql, &toks, l));
+            found.extend(candidate(sql, &toks, l, prefix.as_deref()));
             // Not into its SELECT: a nested one is its own query's business.
             return Ok(false);
         }
@@ -69,7 +78,7 @@ pub fn uncorrelated_subqueries(sql: &str) -> Result<Vec<Subquery>, MergeError> {
     Ok(found)
 }
 
-fn candidate(sql: &str, toks: &[Tok], l: &SubLink) -> Option<Subquery> {
+fn candidate(sql: &str, toks: &[Tok], l: &SubLink, prefix: Option<&str>) -> Option<Subquery> {
     let at = usize::try_from(l.location).ok()?;
     if !matches!(l.subselect(), Node::SelectStmt(_)) {
         return None;
@@ -95,12 +104,18 @@ fn candidate(sql: &str, toks: &[Tok], l: &SubLink) -> Option<Subquery> {
         return None;
     }
     let inner = sql[toks[open].end..toks[close].start].trim();
-    Some(Subquery { sql: inner.to_owned(), kind, range: toks[open].start..toks[close].end })
+    let inner = match prefix {
+        // Its own WITH cannot follow the statement's: left refused.
+        Some(_) if toks.get(open + 1).is_some_and(|t| t.is_word(sql, "with")) => return None,
+        Some(p) => format!("{p}{inner}"),
+        None => inner.to_owned(),
+    };
+    Some(Subquery { sql: inner, kind, range: toks[open].start..toks[close].end })
 }
 
 /// The SQL type name of a result column, with its modifier where it changes the value's
 /// reading (`numeric(p,s)`, `varchar(n)`, `char(n)`); `None` for types not substituted.
-fn type_name(oid: u32, typmod: i32) -> Option<String> {
+pub(crate) fn type_name(oid: u32, typmod: i32) -> Option<String> {
     let base = match oid {
         16 => "boolean",
         17 => "bytea",
@@ -136,7 +151,7 @@ fn type_name(oid: u32, typmod: i32) -> Option<String> {
 
 /// `v` as a literal of `ty`: an `E''` string (read the same whatever
 /// `standard_conforming_strings` is) cast to the type, or a typed NULL.
-fn literal(v: Option<&str>, ty: &str) -> String {
+pub(crate) fn literal(v: Option<&str>, ty: &str) -> String {
     match v {
         None => format!("NULL::{ty}"),
         Some(v) => format!("E'{}'::{ty}", v.replace('\\', "\\\\").replace('\'', "\\'")),

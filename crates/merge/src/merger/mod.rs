@@ -120,6 +120,8 @@ pub struct Merger {
     result_formats: Option<Vec<i16>>,
     /// LIMIT/OFFSET parameters still to be bound.
     unbound: bool,
+    /// Only shard 0's rows count ([`MergePlan::one_shard`]).
+    first_only: bool,
 }
 
 impl Merger {
@@ -155,6 +157,7 @@ impl Merger {
             finished: false,
             result_formats: None,
             unbound,
+            first_only: plan.one_shard(),
         }
     }
 
@@ -433,6 +436,10 @@ impl Merger {
             return Err(MergeError::Protocol(format!(
                 "DataRow from shard {shard} before its RowDescription"
             )));
+        }
+        if self.first_only && shard != 0 {
+            // The same rows as shard 0's: counted once.
+            return Ok(());
         }
         let msg =
             BackendMessage::parse_body(b'D', &bytes).map_err(|e| MergeError::Protocol(e.to_string()))?;

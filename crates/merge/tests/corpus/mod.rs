@@ -385,13 +385,45 @@ pub const SUBSTITUTED: &[(&str, Compare)] = &[
     ("SELECT id FROM t WHERE k = (SELECT k, g FROM t WHERE id = 1)", Compare::Unordered),
     ("SELECT s FROM t WHERE s IN (SELECT s FROM t WHERE s LIKE 'O''B%') ORDER BY id", Compare::Ordered),
     ("SELECT count(*), sum(k) FROM t WHERE id IN (SELECT id FROM w WHERE x % 97 = 0)", Compare::Ordered),
+    // Over omnisharded rows only once substituted: one shard's rows are the answer.
+    ("SELECT g, label FROM kinds WHERE g IN (SELECT g FROM t WHERE k > 900) ORDER BY g", Compare::Ordered),
+    // A CTE named like a table: the subquery run alone must read the CTE, not the table.
+    ("WITH t AS (SELECT id, x AS k FROM w) SELECT count(*) FROM w WHERE x > (SELECT avg(k) FROM t)", Compare::Ordered),
+    // CTEs over sharded tables computed first (`merge::next_cte`): alone, joined with a
+    // sharded table, referenced twice, built on an earlier CTE, empty, with a column list.
+    ("WITH c AS (SELECT g, count(*) AS n FROM t GROUP BY g) SELECT sum(n) FROM c", Compare::Ordered),
+    ("WITH c AS (SELECT id FROM t ORDER BY id LIMIT 10) SELECT count(*) FROM c", Compare::Ordered),
+    ("WITH c AS (SELECT g, count(*) AS n FROM t GROUP BY g) SELECT * FROM c", Compare::Unordered),
+    ("WITH top AS (SELECT id FROM t ORDER BY k DESC NULLS LAST, id LIMIT 20) SELECT t.id, t.k FROM t JOIN top ON top.id = t.id ORDER BY t.id", Compare::Ordered),
+    ("WITH c AS (SELECT g, count(*) AS n FROM t GROUP BY g) SELECT a.g, a.n, b.n FROM c a JOIN c b ON b.g = a.g ORDER BY 1", Compare::Ordered),
+    ("WITH c AS (SELECT g, max(k) AS mk FROM t GROUP BY g), d AS (SELECT max(mk) AS top FROM c) SELECT id, k FROM t, d WHERE t.k = d.top ORDER BY id", Compare::Ordered),
+    ("WITH c AS (SELECT id FROM t WHERE id < 0 ORDER BY id LIMIT 5) SELECT count(*), max(t.k) FROM t JOIN c ON c.id = t.id", Compare::Ordered),
+    ("WITH c AS (SELECT g FROM t GROUP BY g HAVING count(*) > 240) SELECT count(*) FROM t WHERE g IN (SELECT g FROM c)", Compare::Ordered),
+    ("WITH c(grp, total) AS (SELECT g, sum(k) FROM t GROUP BY g) SELECT grp, total FROM c ORDER BY grp NULLS FIRST", Compare::Ordered),
+    ("WITH c AS (SELECT id, k FROM t WHERE k > 950) SELECT count(*), sum(w.x) FROM w JOIN c ON c.k = w.x", Compare::Ordered),
+    ("WITH c AS (SELECT g FROM t WHERE k > 990) SELECT label FROM kinds WHERE g IN (SELECT g FROM c) ORDER BY 1", Compare::Ordered),
+    ("WITH c AS NOT MATERIALIZED (SELECT h, avg(k) AS a FROM t GROUP BY h) SELECT count(*) FROM t JOIN c ON c.h = t.h WHERE t.k > c.a", Compare::Ordered),
+    ("WITH c AS (SELECT DISTINCT s FROM t WHERE s LIKE 'O''B%') SELECT count(*) FROM t WHERE s IN (SELECT s FROM c)", Compare::Ordered),
+    ("WITH c AS (SELECT g, sum(n) AS sn, avg(m) AS am FROM t GROUP BY g) SELECT g, sn, am FROM c ORDER BY g NULLS LAST", Compare::Ordered),
+    ("WITH c AS (SELECT h, avg(f) AS af FROM t GROUP BY h) SELECT count(*) FROM t JOIN c ON c.h = t.h WHERE t.f > c.af", Compare::Ordered),
+    ("WITH c AS (SELECT max(ts) AS ts, min(tz) AS tz, max(d) AS d, bool_or(b) AS b, max(s) AS s FROM t WHERE g = 3) SELECT count(*) FROM t, c WHERE t.ts < c.ts AND t.tz > c.tz AND t.d < c.d AND t.b = c.b AND t.s < c.s", Compare::Ordered),
+    ("WITH c AS (SELECT g, count(*) AS n FROM t GROUP BY g ORDER BY n DESC LIMIT 1) SELECT id FROM t WHERE g = (SELECT g FROM c) ORDER BY id LIMIT 5", Compare::Ordered),
 ];
 
 /// Refused with 0A000 still: correlated on something else than the key (they cannot run
-/// alone), row-valued IN, `= ANY` and a subquery outside WHERE.
+/// alone), row-valued IN, `= ANY`, a subquery outside WHERE, and CTEs that are not computed
+/// first (recursive, volatile, locking, data-modifying, past the row limit, correlated).
 pub const NOT_SUBSTITUTED: &[&str] = &[
     "SELECT id FROM t WHERE k > (SELECT avg(x) FROM w WHERE w.x = t.k)",
     "SELECT id FROM t WHERE (g, h) IN (SELECT g, h FROM t WHERE id < 5)",
     "SELECT id FROM t WHERE g = ANY (SELECT g FROM t WHERE id < 5)",
     "SELECT id, (SELECT max(k) FROM t) FROM t",
+    // CTEs that are not computed first.
+    "WITH RECURSIVE r AS (SELECT id FROM t UNION SELECT id + 1 FROM r WHERE id < 3) SELECT count(*) FROM r",
+    "WITH c AS (SELECT g, random() AS r FROM t GROUP BY g) SELECT count(*) FROM c",
+    "WITH c AS (SELECT g, count(*), nextval('no_such_seq') FROM t GROUP BY g) SELECT count(*) FROM c",
+    "WITH c AS (SELECT id FROM t ORDER BY id LIMIT 3 FOR UPDATE) SELECT count(*) FROM c",
+    "WITH d AS (DELETE FROM t WHERE id < 0 RETURNING id) SELECT count(*) FROM d",
+    "WITH c AS (SELECT w.id FROM w, kinds ORDER BY 1 LIMIT 10001) SELECT count(*) FROM c",
+    "SELECT id FROM t WHERE k > (WITH c AS (SELECT avg(x) AS a FROM w WHERE w.x = t.k) SELECT a FROM c)",
 ];

@@ -529,18 +529,8 @@ impl<'a> ShardedSession<'a> {
         let refused = |e: merge::MergeError| (e.sqlstate().to_owned(), e.to_string());
         let (plan, substituted) = match merge::MergePlan::for_select_placed(text, &placement) {
             Ok(plan) => (plan, false),
-            // A subquery that would run per shard may be computed first (`subquery.rs`).
-            Err(e) if e.sqlstate() == "0A000" => match self.substitute_subqueries(text, targets).await {
-                subquery::Substituted::Nothing => return Err(refused(e)),
-                subquery::Substituted::Failed(code, message) => return Err((code, message)),
-                subquery::Substituted::Text(t) => match merge::MergePlan::for_select_placed(&t, &placement) {
-                    Ok(plan) => (plan, true),
-                    Err(e) => {
-                        self.give_back_if_idle().await;
-                        return Err(refused(e));
-                    }
-                },
-            },
+            // A CTE or subquery that would run per shard may be computed first (`subquery.rs`).
+            Err(e) if e.sqlstate() == "0A000" => (self.compute_first(text, targets).await?, true),
             Err(e) => return Err(refused(e)),
         };
         // Concatenation is the answer, but of the substituted query, not of the client's.

@@ -1,13 +1,13 @@
-//! Uncorrelated subqueries over sharded tables, computed first: a cross-shard SELECT the
-//! merge planner refuses because a subquery of its WHERE would run per shard
-//! (`WHERE x > (SELECT avg(x) FROM t)`, `WHERE id IN (SELECT ...)`) has each such subquery
-//! run alone across the shards through the merge, its result substituted as literals of its
-//! type (`merge::uncorrelated_subqueries`, `merge::replacement`), and is planned again. The
-//! subquery's rows are held back from the client. One that cannot run alone (it refers to
-//! the outer query) leaves the original refusal.
+//! CTEs and uncorrelated subqueries over sharded tables, computed first: a cross-shard
+//! SELECT the merge planner refuses because a CTE or a subquery of its WHERE would run per
+//! shard (`WITH c AS (SELECT g, count(*) FROM t GROUP BY g) ...`, `WHERE x > (SELECT avg(x)
+//! FROM t)`) has each of them run alone across the shards through the merge, in the order
+//! `merge::ComputeFirst` gives, its result substituted as a constant of its type, and is
+//! planned again. Their rows are held back from the client. A subquery that cannot run
+//! alone (it refers to the outer query) leaves the original refusal.
 
 use bytes::BytesMut;
-use shard::ShardSet;
+use shard::{ShardId, ShardSet};
 use wire::backend::BackendMessage;
 
 use super::fanout::{self, Combine};
@@ -15,61 +15,44 @@ use super::io::Payload;
 use super::{ShardedSession, Tx};
 use crate::sharding;
 
-/// What substitution made of a refused query.
-pub(super) enum Substituted {
-    /// Nothing to substitute, or a subquery that cannot run alone: the refusal stands.
-    Nothing,
-    /// The query with every subquery's result in place.
-    Text(String),
-    /// A subquery's error, or its result's (21000: more than one row), for the client.
-    Failed(String, String),
-}
-
-/// A subquery's result: (type OID, type modifier) per column, rows as text.
-type Result_ = (Vec<(u32, i32)>, Vec<Vec<Option<String>>>);
-
 /// Most bytes of a subquery's merged reply held while it is computed: past it the reply
 /// is dropped as it comes and the query refused (the literals are bounded tighter anyway).
 const HELD_LIMIT: usize = 4 * merge::MAX_SUBSTITUTED_BYTES;
 
-/// SQLSTATEs of a subquery that names what only the outer query has (a correlated one).
-const OUTER_REFERENCE: [&str; 2] = ["42703", "42P01"];
+/// The setting that makes a server print floats exactly (shortest round-trip digits).
+const EXACT_FLOATS: &str = "extra_float_digits";
 
 impl ShardedSession<'_> {
-    /// `text` with its WHERE's uncorrelated subqueries computed across `targets`.
-    pub(super) async fn substitute_subqueries(&mut self, text: &str, targets: ShardSet) -> Substituted {
-        let Ok(subs) = merge::uncorrelated_subqueries(text) else { return Substituted::Nothing };
-        if subs.is_empty() {
-            return Substituted::Nothing;
-        }
-        let mut done = Vec::with_capacity(subs.len());
-        for sub in subs {
-            let (columns, rows) = match self.run_inner(&sub.sql, targets).await {
-                Ok(r) => r,
-                Err((code, _)) if OUTER_REFERENCE.contains(&code.as_str()) => {
-                    return self.nothing_after_inner().await
-                }
-                Err((code, message)) => return self.failed_after_inner(code, message).await,
+    /// The plan of `text` with its CTEs and WHERE subqueries over sharded tables computed
+    /// across `targets` first, or the error for the client (the refusal when nothing can be
+    /// computed first).
+    pub(super) async fn compute_first(
+        &mut self,
+        text: &str,
+        targets: ShardSet,
+    ) -> Result<merge::MergePlan, (String, String)> {
+        let placement = sharding::merge_placement(&self.rules);
+        let mut first = merge::ComputeFirst::new(text, &placement);
+        loop {
+            let step = match first.step() {
+                Ok(s) => s,
+                Err(e) => return self.failed_after_inner(e).await,
             };
-            match merge::replacement(sub.kind, &columns, &rows) {
-                Ok(t) => done.push((sub, t)),
-                // 0A000 here names the limit or type that stops the substitution.
-                Err(e) => return self.failed_after_inner(e.sqlstate().to_owned(), e.to_string()).await,
+            match step {
+                merge::Step::Planned(plan) => return Ok(plan),
+                merge::Step::Run(sql) => {
+                    let result = self.run_inner(&sql, targets).await;
+                    if let Err(e) = first.answer(result) {
+                        return self.failed_after_inner(e).await;
+                    }
+                }
             }
         }
-        Substituted::Text(merge::substitute(text, &done))
     }
 
-    /// The refusal stands after subqueries ran: servers taken for them outside a
-    /// transaction go back.
-    async fn nothing_after_inner(&mut self) -> Substituted {
+    async fn failed_after_inner(&mut self, e: merge::Failure) -> Result<merge::MergePlan, (String, String)> {
         self.give_back_if_idle().await;
-        Substituted::Nothing
-    }
-
-    async fn failed_after_inner(&mut self, code: String, message: String) -> Substituted {
-        self.give_back_if_idle().await;
-        Substituted::Failed(code, message)
+        Err(e)
     }
 
     /// Servers a subquery took outside a transaction go back when the query will not run.
@@ -81,7 +64,7 @@ impl ShardedSession<'_> {
 
     /// Runs `sql` on `targets` through the merge; its replies are held, read and taken out
     /// of the client's buffer. Errors as (SQLSTATE, message).
-    async fn run_inner(&mut self, sql: &str, targets: ShardSet) -> Result<Result_, (String, String)> {
+    async fn run_inner(&mut self, sql: &str, targets: ShardSet) -> Result<merge::Computed, (String, String)> {
         let placement = sharding::merge_placement(&self.rules);
         let plan = merge::MergePlan::for_select_placed(sql, &placement)
             .map_err(|e| (e.sqlstate().to_owned(), e.to_string()))?;
@@ -105,6 +88,8 @@ impl ShardedSession<'_> {
                 return Err(("08006".to_owned(), format!("cannot reach shard {shard}: {e}")));
             }
         }
+        // Its floats become literals: printed exactly whatever the client's setting.
+        let changed = self.exact_floats(targets).await;
         // A cancel while the subquery runs reaches its shards, and fails the query (57014).
         self.aim_cancels(targets);
         let mut query = BytesMut::new();
@@ -122,6 +107,7 @@ impl ShardedSession<'_> {
             Err(e) => Err(e),
         };
         let held = self.to_client.split_off(mark);
+        self.restore_floats(changed).await;
         let (outcome, overflowed) = sent.map_err(|e| ("08006".to_owned(), format!("a shard failed: {e}")))?;
         self.note_outcome(targets, false, &outcome);
         if overflowed {
@@ -138,8 +124,45 @@ impl ShardedSession<'_> {
     }
 }
 
+impl ShardedSession<'_> {
+    /// Sets `extra_float_digits` to 1 on the servers of `targets` where it is below 1, so
+    /// their float output is exact (shortest round-trip digits, PostgreSQL 12+); returns the
+    /// servers changed with their values before. A server where this fails is left as it
+    /// is (its query fails the same way next).
+    async fn exact_floats(&mut self, targets: ShardSet) -> Vec<(ShardId, i32)> {
+        let timeout = self.app.config().general.server_reset_timeout;
+        let sql = format!(
+            "SELECT current_setting('{EXACT_FLOATS}'), CASE WHEN current_setting('{EXACT_FLOATS}')::int4 < 1 THEN set_config('{EXACT_FLOATS}', '1', false) END"
+        );
+        let mut changed = Vec::new();
+        for shard in targets.iter() {
+            let Some(c) = self.held[shard].as_mut() else { continue };
+            let Ok(rows) = c.conn().query_rows(&sql, timeout).await else { continue };
+            if let Some([Some(old), Some(_)]) = rows.into_iter().next().as_deref() {
+                if let Ok(old) = old.parse::<i32>() {
+                    changed.push((shard, old));
+                }
+            }
+        }
+        changed
+    }
+
+    /// Puts back what [`Self::exact_floats`] changed. In a transaction that failed meanwhile
+    /// this fails too, and the transaction's rollback undoes the change instead.
+    async fn restore_floats(&mut self, changed: Vec<(ShardId, i32)>) {
+        let timeout = self.app.config().general.server_reset_timeout;
+        for (shard, old) in changed {
+            let Some(c) = self.held[shard].as_mut() else { continue };
+            let sql = format!("SELECT set_config('{EXACT_FLOATS}', '{old}', false)");
+            if let Err(e) = c.conn().query_rows(&sql, timeout).await {
+                tracing::debug!(shard, error = %e, "extra_float_digits not restored; the transaction's end will");
+            }
+        }
+    }
+}
+
 /// The columns and rows of a held merged reply, or its error.
-fn read_result(mut buf: &[u8]) -> Result<Result_, (String, String)> {
+fn read_result(mut buf: &[u8]) -> Result<merge::Computed, (String, String)> {
     let bad = || ("XX000".to_owned(), "malformed merged reply".to_owned());
     let (mut columns, mut rows) = (Vec::new(), Vec::new());
     while buf.len() >= 5 {
@@ -149,7 +172,7 @@ fn read_result(mut buf: &[u8]) -> Result<Result_, (String, String)> {
             BackendMessage::RowDescription(rd) => {
                 for c in rd.columns() {
                     let c = c.map_err(|_| bad())?;
-                    columns.push((c.type_oid, c.type_modifier));
+                    columns.push((c.name.to_owned(), c.type_oid, c.type_modifier));
                 }
             }
             BackendMessage::DataRow(dr) => {
@@ -177,5 +200,5 @@ fn read_result(mut buf: &[u8]) -> Result<Result_, (String, String)> {
         }
         buf = &buf[1 + len..];
     }
-    Ok((columns, rows))
+    Ok(merge::Computed { columns, rows })
 }
