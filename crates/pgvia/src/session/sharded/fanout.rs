@@ -35,6 +35,9 @@ pub struct Lane {
     pub skip_replies: u32,
     /// For each `Parse` sent in order: whether its `ParseComplete` is pgvia's, to drop.
     pub parse_drops: VecDeque<bool>,
+    /// For each `Close` sent in order: whether its `CloseComplete` is pgvia's (a statement
+    /// closed on the server to make room or because its copy is stale), to drop.
+    pub close_drops: VecDeque<bool>,
     /// An injected request failed: the lane cannot serve the exchange as asked.
     pub injected_error: Option<Bytes>,
     /// The transaction status of this lane's `ReadyForQuery`, once it came.
@@ -178,8 +181,12 @@ impl FanOut {
         if t == tag::PARSE_COMPLETE && lane.parse_drops.pop_front() == Some(true) {
             return Ok(());
         }
+        if t == tag::CLOSE_COMPLETE && lane.close_drops.pop_front() == Some(true) {
+            return Ok(());
+        }
         if t == tag::ERROR_RESPONSE {
             lane.parse_drops.clear();
+            lane.close_drops.clear();
         }
         if lane.discarding && t != tag::READY_FOR_QUERY {
             return Ok(());
@@ -404,6 +411,7 @@ impl FanOut {
             lane.queued = keep.iter().map(Bytes::len).sum();
             lane.queue = keep;
             lane.parse_drops.clear();
+            lane.close_drops.clear();
         }
     }
 

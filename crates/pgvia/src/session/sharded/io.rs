@@ -28,6 +28,9 @@ const MAX_BATCH: usize = 64 * 1024 * 1024;
 pub(super) enum Payload<'p> {
     Same(&'p [u8]),
     PerShard(&'p [(ShardId, Bytes)]),
+    /// Extended-protocol messages with statements kept on the servers (`kept.rs`), finished
+    /// per server by what it holds.
+    Kept(&'p super::kept::Kept),
 }
 
 impl<'p> Payload<'p> {
@@ -37,6 +40,7 @@ impl<'p> Payload<'p> {
             Payload::PerShard(parts) => {
                 parts.iter().find(|(s, _)| *s == shard).map_or(&[][..], |(_, b)| &b[..])
             }
+            Payload::Kept(_) => &[],
         }
     }
 }
@@ -205,7 +209,11 @@ impl ShardedSession<'_> {
     ) -> Result<Flight, ServerError> {
         let lanes: Vec<ShardId> = targets.iter().collect();
         let mut fan = FanOut::new(lanes.len(), combine);
+        let note = std::mem::take(&mut self.note);
         for (i, &shard) in lanes.iter().enumerate() {
+            if let Some(c) = self.held[shard].as_mut() {
+                note.apply(c.conn());
+            }
             let lane = fan.lane_mut(i);
             lane.parse_drops.extend(parse_drops.iter().copied());
             let body = payload.for_shard(shard);
@@ -213,6 +221,10 @@ impl ShardedSession<'_> {
             // it joins the transaction now, or pgvia's own BEGIN for an autocommit write on
             // several shards; else the payload goes as it is, uncopied.
             let mut bytes = BytesMut::new();
+            if let Payload::Kept(kept) = payload {
+                self.send_kept(shard, &mut fan, i, kept).await?;
+                continue;
+            }
             match &mut self.tx {
                 Tx::Open { begin, participants, savepoints, .. } if !participants.contains(shard) => {
                     bytes.reserve(body.len() + begin.len());
@@ -281,6 +293,37 @@ impl ShardedSession<'_> {
         }
     }
 
+    /// Sends a batch with statements kept on the servers (`kept.rs`) to `shard`'s server,
+    /// behind the transaction's BEGIN (and savepoints) when the shard joins it now.
+    async fn send_kept(
+        &mut self,
+        shard: ShardId,
+        fan: &mut FanOut,
+        i: usize,
+        kept: &super::kept::Kept,
+    ) -> Result<(), ServerError> {
+        let Some(checkout) = self.held[shard].as_mut() else {
+            return Err(ServerError::Desync("no server held for a shard of the exchange"));
+        };
+        let conn = checkout.conn();
+        let lane = fan.lane_mut(i);
+        let mut bytes = BytesMut::with_capacity(kept.bytes.len() + 64);
+        if let Tx::Open { begin, participants, savepoints, .. } = &mut self.tx {
+            if !participants.contains(shard) {
+                bytes.extend_from_slice(begin);
+                for (_, savepoint) in savepoints.iter() {
+                    bytes.extend_from_slice(savepoint);
+                }
+                track_sent(conn, &bytes);
+                lane.skip_replies = 1 + savepoints.len() as u32;
+                participants.insert(shard);
+            }
+        }
+        super::kept::render(kept, conn, &mut bytes, lane, &mut self.to_client);
+        conn.mark_used();
+        conn.write_all(&bytes).await
+    }
+
     /// Writes whole client frames to the held server of `shard`, telling its tracker.
     pub(super) async fn send_to(&mut self, shard: ShardId, bytes: &[u8]) -> Result<(), ServerError> {
         let Some(checkout) = self.held[shard].as_mut() else {
@@ -318,7 +361,15 @@ impl ShardedSession<'_> {
             if let Some(checkout) = self.held[flight.lanes[i]].as_mut() {
                 let conn = checkout.conn();
                 conn.observe(&frame)?;
-                conn.tracker.server_sent(frame.tag(), frame.body());
+                let (event, _) = conn.tracker.server_sent(frame.tag(), frame.body());
+                if let crate::server::ServerEvent::Ready {
+                    status: wire::backend::TransactionStatus::Idle,
+                    ..
+                } = event
+                {
+                    // A schema change sent here is now visible to every other server.
+                    conn.statements.transaction_ended();
+                }
                 conn.settle_statements(None);
             }
             flight
