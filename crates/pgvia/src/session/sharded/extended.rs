@@ -149,9 +149,24 @@ impl ShardedSession<'_> {
             match message {
                 FrontendMessage::Parse(p) => {
                     let types: Vec<u32> = p.param_types.iter().collect();
-                    let analysis = self.app.analyzer.analyze_bytes(p.query, &types);
                     parse_frame(&mut payload, p.query, &types);
                     parse_drops.push(false);
+                    // The same text again under the same name (a driver's unnamed statement,
+                    // pgbench -M extended): the statement the name holds, nothing analysed or
+                    // registered again. Fresh all the same, as on a dedicated server.
+                    let same =
+                        self.statements.get(p.name).filter(|s| *s.sql == *p.query && s.param_types == types);
+                    if let Some(statement) = same {
+                        match &statement.kept {
+                            Some(k) => {
+                                k.refresh();
+                                kept.client_parse(k.stmt(), at == 0);
+                            }
+                            None => keepable = false,
+                        }
+                        continue;
+                    }
+                    let analysis = self.app.analyzer.analyze_bytes(p.query, &types);
                     let statement = self.client_statement(Bytes::copy_from_slice(p.query), types, analysis);
                     match &statement.kept {
                         Some(k) => kept.client_parse(k.stmt(), at == 0),

@@ -4,7 +4,7 @@
 use std::future::poll_fn;
 use std::task::Poll;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use shard::{ShardId, ShardSet};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::frontend::tag as fe;
@@ -338,6 +338,9 @@ impl ShardedSession<'_> {
     /// Reads the flight's servers and merges their replies until every lane is ready (or,
     /// with `until_copy_in`, until they all wait for COPY data).
     pub(super) async fn pump(&mut self, flight: &mut Flight, until_copy_in: bool) -> Result<(), ServerError> {
+        if flight.lanes.len() == 1 && !flight.hold && !until_copy_in {
+            self.pump_one(flight).await?;
+        }
         loop {
             if flight.fan.finished().is_some() || (until_copy_in && flight.fan.copy_in_started()) {
                 return Ok(());
@@ -397,6 +400,68 @@ impl ShardedSession<'_> {
                 })?;
                 flight.reply_start = 0;
             }
+        }
+    }
+
+    /// One lane whose replies pass as the server wrote them (`FanOut::passes`): its frames are
+    /// walked where they were read, each told to the server's tracker, and runs of them go to
+    /// the client in one copy, without cutting a frame out of the buffer. Stops when the lane
+    /// is ready, or at a frame the general pump must take (COPY), which stays unread.
+    async fn pump_one(&mut self, flight: &mut Flight) -> Result<(), ServerError> {
+        let shard = flight.lanes[0];
+        loop {
+            let Some(checkout) = self.held[shard].as_mut() else {
+                return Err(ServerError::Desync("no server held for a shard of the exchange"));
+            };
+            let conn = checkout.conn();
+            let (mut at, mut run) = (0, 0);
+            let mut general = false;
+            while flight.fan.finished().is_none() {
+                let Some(len) = conn.decoder.peek_len(&conn.read_buf[at..]).map_err(ServerError::from)?
+                else {
+                    break;
+                };
+                let t = conn.read_buf[at];
+                if !flight.fan.passes(0, t) {
+                    general = true;
+                    break;
+                }
+                if matches!(t, wire::backend::tag::PARAMETER_STATUS | wire::backend::tag::BACKEND_KEY_DATA) {
+                    let body = conn.read_buf[at + 5..at + len].to_vec();
+                    conn.observe_body(t, &body)?;
+                }
+                let (event, _) = conn.tracker.server_sent(t, &conn.read_buf[at + 5..at + len]);
+                if let crate::server::ServerEvent::Ready {
+                    status: wire::backend::TransactionStatus::Idle,
+                    ..
+                } = event
+                {
+                    conn.statements.transaction_ended();
+                }
+                conn.settle_statements(None);
+                if !flight.fan.pass(0, &conn.read_buf[at..at + len]) {
+                    self.to_client.extend_from_slice(&conn.read_buf[run..at]);
+                    run = at + len;
+                }
+                at += len;
+            }
+            self.to_client.extend_from_slice(&conn.read_buf[run..at]);
+            conn.read_buf.advance(at);
+            if general || flight.fan.finished().is_some() {
+                return Ok(());
+            }
+            if self.to_client.len() >= CLIENT_FLUSH {
+                self.flush_client().await.map_err(|e| match e {
+                    SessionError::ClientIo(e) => ServerError::Io(e),
+                    _ => ServerError::Desync("client write failed"),
+                })?;
+                flight.reply_start = 0;
+            }
+            let Some(checkout) = self.held[shard].as_mut() else {
+                return Err(ServerError::Desync("no server held for a shard of the exchange"));
+            };
+            let conn = checkout.conn();
+            poll_fn(|cx| conn.poll_fill(cx)).await?;
         }
     }
 

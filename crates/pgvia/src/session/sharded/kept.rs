@@ -34,6 +34,12 @@ impl Registered {
     pub fn stmt(&self) -> &Arc<Statement> {
         &self.stmt
     }
+
+    /// The client parsed the statement again: copies from before a schema change pgvia saw
+    /// no longer serve it.
+    pub fn refresh(&self) {
+        self.stmt.require_generation(self.registry.schema_generation());
+    }
 }
 
 impl Drop for Registered {
@@ -57,9 +63,9 @@ pub(super) fn register(
         oids.extend_from_slice(&t.to_be_bytes());
     }
     let stmt = names.resolve(query, wire::frontend::Oids::new(&oids), || analysis.clone()).ok()?;
-    let registry = names.registry().clone();
-    stmt.require_generation(registry.schema_generation());
-    Some(Registered { stmt, registry })
+    let registered = Registered { stmt, registry: names.registry().clone() };
+    registered.refresh();
+    Some(registered)
 }
 
 /// Where a statement must be on the server before the bytes at `at` go out.
