@@ -499,6 +499,9 @@ impl ShardedSession<'_> {
         if at == 0 {
             return None;
         }
+        if !may_be_control(&sql) {
+            return None;
+        }
         let analysis = self.app.analyzer.analyze_bytes(&sql, &[]);
         if analysis.len() != 1 {
             return None;
@@ -537,6 +540,9 @@ impl ShardedSession<'_> {
             n += 1;
         }
         let sql = sql?;
+        if !may_be_control(&sql) {
+            return None;
+        }
         let analysis = self.app.analyzer.analyze_bytes(&sql, &[]);
         if analysis.len() != 1 {
             return None;
@@ -574,6 +580,21 @@ impl ShardedSession<'_> {
     }
 }
 
+/// Whether `sql` may be a transaction-control statement, from its first word: a text that
+/// plainly starts with another (`SELECT`, `UPDATE`, ...) needs no analysis to say it is not.
+/// A comment or anything unusual in front is left to the analysis.
+fn may_be_control(sql: &[u8]) -> bool {
+    let text = sql.trim_ascii_start();
+    let word_len = text.iter().take_while(|b| b.is_ascii_alphabetic()).count();
+    if word_len == 0 {
+        return true;
+    }
+    let word = &text[..word_len];
+    ["begin", "start", "commit", "end", "rollback", "abort"]
+        .iter()
+        .any(|k| word.eq_ignore_ascii_case(k.as_bytes()))
+}
+
 fn is_control(kind: StatementKind) -> bool {
     matches!(
         kind,
@@ -584,4 +605,35 @@ fn is_control(kind: StatementKind) -> bool {
             | StatementKind::Release
             | StatementKind::RollbackToSavepoint
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_be_control;
+
+    #[test]
+    fn only_texts_that_may_be_transaction_control_are_analysed() {
+        for sql in [
+            "BEGIN",
+            " commit",
+            "End;",
+            "ROLLBACK",
+            "start transaction",
+            "abort",
+            "/* x */ COMMIT",
+            "-- c\nBEGIN",
+            "",
+        ] {
+            assert!(may_be_control(sql.as_bytes()), "{sql:?}");
+        }
+        for sql in [
+            "SELECT 1",
+            "  update t set a = 1",
+            "INSERT INTO begin_log VALUES (1)",
+            "WITH x AS (SELECT 1) SELECT 1",
+            "beginning",
+        ] {
+            assert!(!may_be_control(sql.as_bytes()), "{sql:?}");
+        }
+    }
 }
