@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: bench/shard.sh PGVIA [--rounds N] [--seconds S] [--copy ROWS] [PGBENCH_ARGS ...]
+# Usage: bench/shard.sh PGVIA [--rounds N] [--seconds S] [--copy ROWS] [--pool LINE] [PGBENCH_ARGS ...]
 #
 # One pgvia binary twice, side by side: in front of one PostgreSQL 15 ("single"), and in front of
 # four PostgreSQL 15 shards with pgbench_accounts sharded by aid ("sharded"; the other pgbench
@@ -17,18 +17,23 @@
 # PostgreSQL ("direct") and through the sharded pgvia into the four shards, N rounds
 # interleaved, each into an emptied table; prints rows/s and the sharded/direct ratio (the
 # issue's target: at least 0.8). --copy ROWS alone skips the pgbench workloads.
+#
+# --pool LINE adds a `key = value` line to both configurations' [pool] (repeatable), e.g.
+# --pool 'max_prepared_statements = 0' for the sharded session without statements kept on the
+# shard servers.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 (($# >= 1)) || { usage >&2; exit 2; }
 pgvia=$(realpath "$1")
 shift
-rounds=5 secs=5 copy_rows=0 workloads=()
+rounds=5 secs=5 copy_rows=0 workloads=() pool_lines=()
 while (($#)); do
     case $1 in
         --rounds) rounds=${2:?}; shift ;;
         --seconds) secs=${2:?}; shift ;;
         --copy) copy_rows=${2:?}; shift ;;
+        --pool) pool_lines+=("${2:?}"); shift ;;
         -h | --help) usage; exit 0 ;;
         *) workloads+=("$1") ;;
     esac
@@ -89,6 +94,7 @@ auth_method = "trust"
 [pool]
 pool_mode = "transaction"
 pool_size = 20
+$(printf '%s\n' "${pool_lines[@]}")
 
 [[users]]
 name = "bench"

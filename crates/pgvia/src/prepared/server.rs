@@ -175,6 +175,16 @@ impl ServerStatements {
         }
     }
 
+    /// A query that may have dropped the server's statements was sent (`DISCARD ALL`,
+    /// `DEALLOCATE ALL`, whose success is not awaited): every copy is of unknown state, closed
+    /// (harmless if absent) and parsed again at its next use.
+    pub fn assume_unknown(&mut self) {
+        for (_, (_, parsed)) in self.held.iter_mut() {
+            *parsed = Parsed::UNKNOWN;
+        }
+        self.unnamed = None;
+    }
+
     /// Whether the server has any copy of `stmt`, whatever its state.
     pub fn has_copy(&self, stmt: &Statement) -> bool {
         self.held.contains(&stmt.id)

@@ -345,6 +345,25 @@ impl ServerConn {
         }
     }
 
+    /// Reads more of the server's replies into `read_buf`, for a reader that walks its frames
+    /// in place (the sharded session's one-shard exchanges).
+    pub fn poll_fill(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), ServerError>> {
+        use std::task::Poll;
+        relay_room(&mut self.read_buf);
+        match tokio_util::io::poll_read_buf(std::pin::Pin::new(&mut self.stream), cx, &mut self.read_buf) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(e)) => {
+                self.mark_broken();
+                Poll::Ready(Err(e.into()))
+            }
+            Poll::Ready(Ok(0)) => {
+                self.mark_broken();
+                Poll::Ready(Err(ServerError::Closed))
+            }
+            Poll::Ready(Ok(_)) => Poll::Ready(Ok(())),
+        }
+    }
+
     /// Records what the session must remember from a server message that is not a reply:
     /// parameter changes and the cancel key.
     pub(crate) fn observe(&mut self, frame: &wire::Frame) -> Result<(), ServerError> {

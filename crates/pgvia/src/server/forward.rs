@@ -438,7 +438,7 @@ pub(super) fn sync_before_query(server: &mut ServerSide<'_>, out: &mut BytesMut)
 
 /// Records `stmt` as held by the server, closing there an older plan of it and the statement
 /// it displaces.
-pub(super) fn evict_for(server: &mut ServerSide<'_>, out: &mut BytesMut, stmt: &Arc<Statement>) {
+pub(crate) fn evict_for(server: &mut ServerSide<'_>, out: &mut BytesMut, stmt: &Arc<Statement>) {
     if let Some(stale) = server.statements.take_stale(stmt) {
         close_on_server(server, out, stale);
     }

@@ -268,7 +268,7 @@ impl Tracking<'_> {
 }
 
 /// Whether a query makes the server drop its prepared statements.
-fn forgets_statements(analysis: &route::Analysis) -> bool {
+pub(super) fn forgets_statements(analysis: &route::Analysis) -> bool {
     analysis.session_effects().any(|e| {
         matches!(
             e,

@@ -13,7 +13,9 @@ use wire::frontend::{tag as fe, FrontendMessage, Target as Which};
 use wire::sqlstate::SqlState;
 
 use super::fanout::{Combine, Merge};
-use super::{ClientStatement, ShardedSession, Tx};
+use super::kept::{Kept, ServerNote};
+use super::{ShardedSession, Tx};
+use crate::prepared::is_reserved_name;
 use crate::session::error::SessionError;
 use crate::sharding::{self, Params};
 
@@ -51,6 +53,21 @@ fn bind_unnamed_formats(out: &mut BytesMut, frame: &[u8], one_format: Option<(us
             }
             _ => b.extend_from_slice(rest),
         }
+    });
+}
+
+/// `frame` (a Bind) naming the server's statement `name_cstr` (with its NUL) instead of the
+/// client's.
+fn bind_renamed(out: &mut BytesMut, frame: &[u8], name_cstr: &[u8]) {
+    let body = &frame[5..];
+    let portal_end = body.iter().position(|&b| b == 0).unwrap_or(body.len());
+    let stmt_end =
+        body[portal_end + 1..].iter().position(|&b| b == 0).map_or(body.len(), |p| portal_end + 1 + p);
+    let rest = body.get(stmt_end + 1..).unwrap_or_default();
+    wire::build::frame(out, fe::BIND, |b| {
+        b.extend_from_slice(&body[..=portal_end]);
+        b.extend_from_slice(name_cstr);
+        b.extend_from_slice(rest);
     });
 }
 
@@ -119,6 +136,11 @@ impl ShardedSession<'_> {
         let mut bound = false;
         let mut merge: Option<Merge> = None;
         let mut replicated = true;
+        // The same batch with the statements kept on the server (`kept.rs`), used when it
+        // goes to one shard and no Bind is rewritten.
+        let mut kept = Kept::default();
+        let mut keepable = self.registrar.is_some();
+        let mut note = ServerNote::Nothing;
         for (at, frame) in frames.iter().enumerate() {
             let message = match FrontendMessage::parse_body(frame[0], &frame[5..]) {
                 Ok(m) => m,
@@ -127,24 +149,45 @@ impl ShardedSession<'_> {
             match message {
                 FrontendMessage::Parse(p) => {
                     let types: Vec<u32> = p.param_types.iter().collect();
-                    let analysis = self.app.analyzer.analyze_bytes(p.query, &types);
                     parse_frame(&mut payload, p.query, &types);
                     parse_drops.push(false);
-                    self.statements.insert(
-                        p.name.to_owned(),
-                        ClientStatement {
-                            sql: Bytes::copy_from_slice(p.query),
-                            param_types: types,
-                            analysis,
-                        },
-                    );
+                    // The same text again under the same name (a driver's unnamed statement,
+                    // pgbench -M extended): the statement the name holds, nothing analysed or
+                    // registered again. Fresh all the same, as on a dedicated server.
+                    let same =
+                        self.statements.get(p.name).filter(|s| *s.sql == *p.query && s.param_types == types);
+                    if let Some(statement) = same {
+                        match &statement.kept {
+                            Some(k) => {
+                                k.refresh();
+                                kept.client_parse(k.stmt(), at == 0);
+                            }
+                            None => keepable = false,
+                        }
+                        continue;
+                    }
+                    let analysis = self.app.analyzer.analyze_bytes(p.query, &types);
+                    let statement = self.client_statement(Bytes::copy_from_slice(p.query), types, analysis);
+                    match &statement.kept {
+                        Some(k) => kept.client_parse(k.stmt(), at == 0),
+                        None => keepable = false,
+                    }
+                    self.statements.insert(p.name.to_owned(), statement);
                 }
                 FrontendMessage::Bind(b) => {
                     let Some(stmt) = self.statements.get(b.statement) else {
+                        if is_reserved_name(b.statement) {
+                            // pgvia's statement on the server is not the client's to bind.
+                            let message = format!("prepared statement \"{}\" does not exist", b.statement);
+                            self.refuse(SqlState::INVALID_SQL_STATEMENT_NAME.code(), &message);
+                            return Ok(());
+                        }
                         // The server names the missing statement in PostgreSQL's own words.
                         payload.extend_from_slice(frame);
+                        kept.bytes.extend_from_slice(frame);
                         continue;
                     };
+                    let kept_stmt = stmt.kept.as_ref().map(|k| k.stmt().clone());
                     let formats: Vec<i16> = b.param_formats.iter().collect();
                     let values: Vec<Option<&[u8]>> = b.params.iter().collect();
                     let params = Params::Bind { formats: &formats, values: &values };
@@ -179,6 +222,9 @@ impl ShardedSession<'_> {
                         return Ok(());
                     }
                     writes |= analysis.writes();
+                    if crate::prepared::changes_schema(&analysis) {
+                        note = ServerNote::SchemaChange;
+                    }
                     needed = needed.union(set);
                     self.portals.insert(b.portal.to_owned(), set);
                     bound = true;
@@ -248,6 +294,13 @@ impl ShardedSession<'_> {
                             }
                         }
                     }
+                    match kept_stmt {
+                        Some(k) if merge.is_none() && one_format.is_none() && !describe => {
+                            kept.needed(&k);
+                            bind_renamed(&mut kept.bytes, frame, k.server_name_cstr());
+                        }
+                        _ => keepable = false,
+                    }
                     parse_frame(&mut payload, &shard_sql, &types);
                     parse_drops.push(true);
                     bind_unnamed_formats(&mut payload, frame, one_format);
@@ -262,11 +315,29 @@ impl ShardedSession<'_> {
                 FrontendMessage::Describe { target: Which::Statement, name } => {
                     match self.statements.get(name) {
                         Some(stmt) => {
+                            match &stmt.kept {
+                                Some(k) => {
+                                    kept.needed(k.stmt());
+                                    wire::build::frame(&mut kept.bytes, fe::DESCRIBE, |b| {
+                                        b.put_u8(b'S');
+                                        b.put_slice(k.stmt().server_name_cstr());
+                                    });
+                                }
+                                None => keepable = false,
+                            }
                             parse_frame(&mut payload, &stmt.sql.clone(), &stmt.param_types.clone());
                             parse_drops.push(true);
                             wire::build::frame(&mut payload, fe::DESCRIBE, |b| b.put_slice(b"S\0"));
                         }
-                        None => payload.extend_from_slice(frame),
+                        None if is_reserved_name(name) => {
+                            let message = format!("prepared statement \"{name}\" does not exist");
+                            self.refuse(SqlState::INVALID_SQL_STATEMENT_NAME.code(), &message);
+                            return Ok(());
+                        }
+                        None => {
+                            payload.extend_from_slice(frame);
+                            kept.bytes.extend_from_slice(frame);
+                        }
                     }
                 }
                 FrontendMessage::Describe { target: Which::Portal, name }
@@ -285,16 +356,24 @@ impl ShardedSession<'_> {
                         }
                     }
                     payload.extend_from_slice(frame);
+                    kept.bytes.extend_from_slice(frame);
                 }
                 FrontendMessage::Close { target: Which::Statement, name } => {
+                    // Only the client's name goes; the servers keep pgvia's statement for
+                    // whoever uses it next. The unnamed one is closed for the reply's sake.
                     self.statements.remove(name);
                     wire::build::frame(&mut payload, fe::CLOSE, |b| b.put_slice(b"S\0"));
+                    wire::build::frame(&mut kept.bytes, fe::CLOSE, |b| b.put_slice(b"S\0"));
                 }
                 FrontendMessage::Close { target: Which::Portal, name } => {
                     self.portals.remove(name);
                     payload.extend_from_slice(frame);
+                    kept.bytes.extend_from_slice(frame);
                 }
-                FrontendMessage::Sync | FrontendMessage::Flush => payload.extend_from_slice(frame),
+                FrontendMessage::Sync | FrontendMessage::Flush => {
+                    payload.extend_from_slice(frame);
+                    kept.bytes.extend_from_slice(frame);
+                }
                 FrontendMessage::FunctionCall(_) => {
                     self.refuse(
                         SqlState::FEATURE_NOT_SUPPORTED.code(),
@@ -315,7 +394,12 @@ impl ShardedSession<'_> {
             None if replicated && bound => Combine::Replicated,
             None => Combine::Concat,
         };
-        self.exchange(targets, super::io::Payload::Same(&payload), combine, &parse_drops, writes).await?;
+        self.note = note;
+        if keepable && targets.len() == 1 && matches!(combine, Combine::Concat | Combine::Replicated) {
+            self.exchange(targets, super::io::Payload::Kept(&kept), combine, &[], writes).await?;
+        } else {
+            self.exchange(targets, super::io::Payload::Same(&payload), combine, &parse_drops, writes).await?;
+        }
         // Portals end with their transaction.
         if matches!(self.tx, Tx::Idle) {
             self.portals.clear();
@@ -415,6 +499,9 @@ impl ShardedSession<'_> {
         if at == 0 {
             return None;
         }
+        if !may_be_control(&sql) {
+            return None;
+        }
         let analysis = self.app.analyzer.analyze_bytes(&sql, &[]);
         if analysis.len() != 1 {
             return None;
@@ -453,6 +540,9 @@ impl ShardedSession<'_> {
             n += 1;
         }
         let sql = sql?;
+        if !may_be_control(&sql) {
+            return None;
+        }
         let analysis = self.app.analyzer.analyze_bytes(&sql, &[]);
         if analysis.len() != 1 {
             return None;
@@ -470,7 +560,8 @@ impl ShardedSession<'_> {
         }
         if let Some((name, types)) = parsed {
             let analysis = self.app.analyzer.analyze_bytes(&sql, &types);
-            self.statements.insert(name, ClientStatement { sql, param_types: types, analysis });
+            let statement = self.client_statement(sql, types, analysis);
+            self.statements.insert(name, statement);
         }
         Some((control, n))
     }
@@ -489,6 +580,21 @@ impl ShardedSession<'_> {
     }
 }
 
+/// Whether `sql` may be a transaction-control statement, from its first word: a text that
+/// plainly starts with another (`SELECT`, `UPDATE`, ...) needs no analysis to say it is not.
+/// A comment or anything unusual in front is left to the analysis.
+fn may_be_control(sql: &[u8]) -> bool {
+    let text = sql.trim_ascii_start();
+    let word_len = text.iter().take_while(|b| b.is_ascii_alphabetic()).count();
+    if word_len == 0 {
+        return true;
+    }
+    let word = &text[..word_len];
+    ["begin", "start", "commit", "end", "rollback", "abort"]
+        .iter()
+        .any(|k| word.eq_ignore_ascii_case(k.as_bytes()))
+}
+
 fn is_control(kind: StatementKind) -> bool {
     matches!(
         kind,
@@ -499,4 +605,35 @@ fn is_control(kind: StatementKind) -> bool {
             | StatementKind::Release
             | StatementKind::RollbackToSavepoint
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_be_control;
+
+    #[test]
+    fn only_texts_that_may_be_transaction_control_are_analysed() {
+        for sql in [
+            "BEGIN",
+            " commit",
+            "End;",
+            "ROLLBACK",
+            "start transaction",
+            "abort",
+            "/* x */ COMMIT",
+            "-- c\nBEGIN",
+            "",
+        ] {
+            assert!(may_be_control(sql.as_bytes()), "{sql:?}");
+        }
+        for sql in [
+            "SELECT 1",
+            "  update t set a = 1",
+            "INSERT INTO begin_log VALUES (1)",
+            "WITH x AS (SELECT 1) SELECT 1",
+            "beginning",
+        ] {
+            assert!(!may_be_control(sql.as_bytes()), "{sql:?}");
+        }
+    }
 }

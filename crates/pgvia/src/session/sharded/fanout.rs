@@ -35,12 +35,42 @@ pub struct Lane {
     pub skip_replies: u32,
     /// For each `Parse` sent in order: whether its `ParseComplete` is pgvia's, to drop.
     pub parse_drops: VecDeque<bool>,
+    /// For each `Close` sent in order: whether its `CloseComplete` is pgvia's (a statement
+    /// closed on the server to make room or because its copy is stale), to drop.
+    pub close_drops: VecDeque<bool>,
     /// An injected request failed: the lane cannot serve the exchange as asked.
     pub injected_error: Option<Bytes>,
     /// The transaction status of this lane's `ReadyForQuery`, once it came.
     ready: Option<u8>,
     /// After an error was forwarded: everything up to `ReadyForQuery` is dropped.
     discarding: bool,
+}
+
+impl Lane {
+    /// Whether a frame with tag `t` is not the client's: a reply to a request pgvia injected
+    /// (an error of one is kept, from `frame`), or one the server sent after an error, up to
+    /// its ReadyForQuery.
+    fn dropped(&mut self, t: u8, frame: impl FnOnce() -> Bytes) -> bool {
+        if self.skip_replies > 0 {
+            match t {
+                tag::READY_FOR_QUERY => self.skip_replies -= 1,
+                tag::ERROR_RESPONSE if self.injected_error.is_none() => self.injected_error = Some(frame()),
+                _ => {}
+            }
+            return true;
+        }
+        if t == tag::PARSE_COMPLETE && self.parse_drops.pop_front() == Some(true) {
+            return true;
+        }
+        if t == tag::CLOSE_COMPLETE && self.close_drops.pop_front() == Some(true) {
+            return true;
+        }
+        if t == tag::ERROR_RESPONSE {
+            self.parse_drops.clear();
+            self.close_drops.clear();
+        }
+        self.discarding && t != tag::READY_FOR_QUERY
+    }
 }
 
 /// How an exchange ended, once every lane is ready.
@@ -163,25 +193,57 @@ impl FanOut {
         Some(Finished { failed: self.failed, in_transaction })
     }
 
+    /// Whether lane `i`'s next frame, with tag `t`, can be decided by [`Self::pass`]: the
+    /// exchange has one lane, no merge and nothing held at a barrier, and the frame is no part
+    /// of a COPY (whose framing the general path keeps).
+    pub fn passes(&self, i: usize, t: u8) -> bool {
+        self.lanes.len() == 1
+            && !matches!(self.combine, Combine::Merge(_))
+            && self.lanes[i].queue.is_empty()
+            && !matches!(
+                t,
+                tag::COPY_DATA
+                    | tag::COPY_DONE
+                    | tag::COPY_IN_RESPONSE
+                    | tag::COPY_OUT_RESPONSE
+                    | tag::COPY_BOTH_RESPONSE
+            )
+    }
+
+    /// Takes lane `i`'s next whole frame where [`Self::passes`]: whether it goes to the client
+    /// as the server wrote it (else pgvia drops it). One lane has no barrier to meet and no
+    /// count to sum; its ReadyForQuery is the session's to write.
+    pub fn pass(&mut self, i: usize, frame: &[u8]) -> bool {
+        let Some(&t) = frame.first() else { return false };
+        let lane = &mut self.lanes[i];
+        if lane.dropped(t, || Bytes::copy_from_slice(frame)) {
+            return false;
+        }
+        match t {
+            tag::READY_FOR_QUERY => {
+                lane.ready = Some(frame.get(5).copied().unwrap_or(b'I'));
+                false
+            }
+            tag::ERROR_RESPONSE => {
+                lane.discarding = true;
+                self.failed = true;
+                true
+            }
+            _ => true,
+        }
+    }
+
     /// Takes one whole frame from lane `i`, writing to `out` what the client gets now.
     pub fn push(&mut self, i: usize, frame: Bytes, out: &mut BytesMut) -> Result<(), FanOutError> {
         let Some(&t) = frame.first() else { return Ok(()) };
-        let lane = &mut self.lanes[i];
-        if lane.skip_replies > 0 {
-            match t {
-                tag::READY_FOR_QUERY => lane.skip_replies -= 1,
-                tag::ERROR_RESPONSE if lane.injected_error.is_none() => lane.injected_error = Some(frame),
-                _ => {}
+        if self.passes(i, t) {
+            if self.pass(i, &frame) {
+                out.extend_from_slice(&frame);
             }
             return Ok(());
         }
-        if t == tag::PARSE_COMPLETE && lane.parse_drops.pop_front() == Some(true) {
-            return Ok(());
-        }
-        if t == tag::ERROR_RESPONSE {
-            lane.parse_drops.clear();
-        }
-        if lane.discarding && t != tag::READY_FOR_QUERY {
+        let lane = &mut self.lanes[i];
+        if lane.dropped(t, || frame.clone()) {
             return Ok(());
         }
         let frame = if t == tag::COPY_DATA && self.binary_copy {
@@ -404,6 +466,7 @@ impl FanOut {
             lane.queued = keep.iter().map(Bytes::len).sum();
             lane.queue = keep;
             lane.parse_drops.clear();
+            lane.close_drops.clear();
         }
     }
 

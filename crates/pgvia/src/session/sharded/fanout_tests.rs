@@ -121,3 +121,43 @@ fn tags_without_counts_come_from_the_first_lane() {
     merged_command_complete(&[complete("UPDATE 2"), complete("UPDATE 5")], &mut out);
     assert_eq!(&out[..], &complete("UPDATE 7")[..]);
 }
+
+#[test]
+fn one_lane_passes_replies_as_they_come_and_drops_pgvia_s_own() {
+    let mut f = FanOut::new(1, Combine::Concat);
+    let mut out = BytesMut::new();
+    // A statement the server lacked was parsed and one evicted closed (both pgvia's), then
+    // the client's own Close, Bind and rows.
+    f.lane_mut(0).parse_drops.extend([true]);
+    f.lane_mut(0).close_drops.extend([true, false]);
+    for t in [
+        frame(b'3', b""),
+        frame(b'1', b""),
+        frame(b'3', b""),
+        frame(b'2', b""),
+        row("a"),
+        complete("SELECT 1"),
+    ] {
+        f.push(0, t, &mut out).unwrap();
+    }
+    assert_eq!(tags(&out), "32DC");
+    assert!(out.ends_with(&complete("SELECT 1")), "the count as the server wrote it");
+    assert!(f.finished().is_none());
+    f.push(0, ready(b'T'), &mut out).unwrap();
+    assert_eq!(tags(&out), "32DC", "the ReadyForQuery is the session's to write");
+    assert_eq!(f.finished(), Some(Finished { failed: false, in_transaction: true }));
+}
+
+#[test]
+fn one_lane_error_ends_the_exchange_up_to_ready() {
+    let mut f = FanOut::new(1, Combine::Concat);
+    let mut out = BytesMut::new();
+    f.lane_mut(0).parse_drops.extend([true, true]);
+    let error = frame(b'E', b"SERROR\0C42601\0Mbad\0\0");
+    for t in [error.clone(), frame(b'2', b""), row("x"), ready(b'E')] {
+        f.push(0, t, &mut out).unwrap();
+    }
+    assert_eq!(tags(&out), "E");
+    assert_eq!(f.finished(), Some(Finished { failed: true, in_transaction: true }));
+    assert!(f.lanes()[0].parse_drops.is_empty());
+}

@@ -4,7 +4,7 @@
 use std::future::poll_fn;
 use std::task::Poll;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use shard::{ShardId, ShardSet};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::frontend::tag as fe;
@@ -28,6 +28,9 @@ const MAX_BATCH: usize = 64 * 1024 * 1024;
 pub(super) enum Payload<'p> {
     Same(&'p [u8]),
     PerShard(&'p [(ShardId, Bytes)]),
+    /// Extended-protocol messages with statements kept on the servers (`kept.rs`), finished
+    /// per server by what it holds.
+    Kept(&'p super::kept::Kept),
 }
 
 impl<'p> Payload<'p> {
@@ -37,6 +40,7 @@ impl<'p> Payload<'p> {
             Payload::PerShard(parts) => {
                 parts.iter().find(|(s, _)| *s == shard).map_or(&[][..], |(_, b)| &b[..])
             }
+            Payload::Kept(_) => &[],
         }
     }
 }
@@ -205,7 +209,11 @@ impl ShardedSession<'_> {
     ) -> Result<Flight, ServerError> {
         let lanes: Vec<ShardId> = targets.iter().collect();
         let mut fan = FanOut::new(lanes.len(), combine);
+        let note = std::mem::take(&mut self.note);
         for (i, &shard) in lanes.iter().enumerate() {
+            if let Some(c) = self.held[shard].as_mut() {
+                note.apply(c.conn());
+            }
             let lane = fan.lane_mut(i);
             lane.parse_drops.extend(parse_drops.iter().copied());
             let body = payload.for_shard(shard);
@@ -213,6 +221,10 @@ impl ShardedSession<'_> {
             // it joins the transaction now, or pgvia's own BEGIN for an autocommit write on
             // several shards; else the payload goes as it is, uncopied.
             let mut bytes = BytesMut::new();
+            if let Payload::Kept(kept) = payload {
+                self.send_kept(shard, &mut fan, i, kept).await?;
+                continue;
+            }
             match &mut self.tx {
                 Tx::Open { begin, participants, savepoints, .. } if !participants.contains(shard) => {
                     bytes.reserve(body.len() + begin.len());
@@ -281,6 +293,37 @@ impl ShardedSession<'_> {
         }
     }
 
+    /// Sends a batch with statements kept on the servers (`kept.rs`) to `shard`'s server,
+    /// behind the transaction's BEGIN (and savepoints) when the shard joins it now.
+    async fn send_kept(
+        &mut self,
+        shard: ShardId,
+        fan: &mut FanOut,
+        i: usize,
+        kept: &super::kept::Kept,
+    ) -> Result<(), ServerError> {
+        let Some(checkout) = self.held[shard].as_mut() else {
+            return Err(ServerError::Desync("no server held for a shard of the exchange"));
+        };
+        let conn = checkout.conn();
+        let lane = fan.lane_mut(i);
+        let mut bytes = BytesMut::with_capacity(kept.bytes.len() + 64);
+        if let Tx::Open { begin, participants, savepoints, .. } = &mut self.tx {
+            if !participants.contains(shard) {
+                bytes.extend_from_slice(begin);
+                for (_, savepoint) in savepoints.iter() {
+                    bytes.extend_from_slice(savepoint);
+                }
+                track_sent(conn, &bytes);
+                lane.skip_replies = 1 + savepoints.len() as u32;
+                participants.insert(shard);
+            }
+        }
+        super::kept::render(kept, conn, &mut bytes, lane, &mut self.to_client);
+        conn.mark_used();
+        conn.write_all(&bytes).await
+    }
+
     /// Writes whole client frames to the held server of `shard`, telling its tracker.
     pub(super) async fn send_to(&mut self, shard: ShardId, bytes: &[u8]) -> Result<(), ServerError> {
         let Some(checkout) = self.held[shard].as_mut() else {
@@ -295,6 +338,9 @@ impl ShardedSession<'_> {
     /// Reads the flight's servers and merges their replies until every lane is ready (or,
     /// with `until_copy_in`, until they all wait for COPY data).
     pub(super) async fn pump(&mut self, flight: &mut Flight, until_copy_in: bool) -> Result<(), ServerError> {
+        if flight.lanes.len() == 1 && !flight.hold && !until_copy_in {
+            self.pump_one(flight).await?;
+        }
         loop {
             if flight.fan.finished().is_some() || (until_copy_in && flight.fan.copy_in_started()) {
                 return Ok(());
@@ -318,7 +364,15 @@ impl ShardedSession<'_> {
             if let Some(checkout) = self.held[flight.lanes[i]].as_mut() {
                 let conn = checkout.conn();
                 conn.observe(&frame)?;
-                conn.tracker.server_sent(frame.tag(), frame.body());
+                let (event, _) = conn.tracker.server_sent(frame.tag(), frame.body());
+                if let crate::server::ServerEvent::Ready {
+                    status: wire::backend::TransactionStatus::Idle,
+                    ..
+                } = event
+                {
+                    // A schema change sent here is now visible to every other server.
+                    conn.statements.transaction_ended();
+                }
                 conn.settle_statements(None);
             }
             flight
@@ -346,6 +400,68 @@ impl ShardedSession<'_> {
                 })?;
                 flight.reply_start = 0;
             }
+        }
+    }
+
+    /// One lane whose replies pass as the server wrote them (`FanOut::passes`): its frames are
+    /// walked where they were read, each told to the server's tracker, and runs of them go to
+    /// the client in one copy, without cutting a frame out of the buffer. Stops when the lane
+    /// is ready, or at a frame the general pump must take (COPY), which stays unread.
+    async fn pump_one(&mut self, flight: &mut Flight) -> Result<(), ServerError> {
+        let shard = flight.lanes[0];
+        loop {
+            let Some(checkout) = self.held[shard].as_mut() else {
+                return Err(ServerError::Desync("no server held for a shard of the exchange"));
+            };
+            let conn = checkout.conn();
+            let (mut at, mut run) = (0, 0);
+            let mut general = false;
+            while flight.fan.finished().is_none() {
+                let Some(len) = conn.decoder.peek_len(&conn.read_buf[at..]).map_err(ServerError::from)?
+                else {
+                    break;
+                };
+                let t = conn.read_buf[at];
+                if !flight.fan.passes(0, t) {
+                    general = true;
+                    break;
+                }
+                if matches!(t, wire::backend::tag::PARAMETER_STATUS | wire::backend::tag::BACKEND_KEY_DATA) {
+                    let body = conn.read_buf[at + 5..at + len].to_vec();
+                    conn.observe_body(t, &body)?;
+                }
+                let (event, _) = conn.tracker.server_sent(t, &conn.read_buf[at + 5..at + len]);
+                if let crate::server::ServerEvent::Ready {
+                    status: wire::backend::TransactionStatus::Idle,
+                    ..
+                } = event
+                {
+                    conn.statements.transaction_ended();
+                }
+                conn.settle_statements(None);
+                if !flight.fan.pass(0, &conn.read_buf[at..at + len]) {
+                    self.to_client.extend_from_slice(&conn.read_buf[run..at]);
+                    run = at + len;
+                }
+                at += len;
+            }
+            self.to_client.extend_from_slice(&conn.read_buf[run..at]);
+            conn.read_buf.advance(at);
+            if general || flight.fan.finished().is_some() {
+                return Ok(());
+            }
+            if self.to_client.len() >= CLIENT_FLUSH {
+                self.flush_client().await.map_err(|e| match e {
+                    SessionError::ClientIo(e) => ServerError::Io(e),
+                    _ => ServerError::Desync("client write failed"),
+                })?;
+                flight.reply_start = 0;
+            }
+            let Some(checkout) = self.held[shard].as_mut() else {
+                return Err(ServerError::Desync("no server held for a shard of the exchange"));
+            };
+            let conn = checkout.conn();
+            poll_fn(|cx| conn.poll_fill(cx)).await?;
         }
     }
 

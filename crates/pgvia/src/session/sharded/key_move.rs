@@ -24,7 +24,7 @@ use wire::sqlstate::SqlState;
 
 use super::fanout::Combine;
 use super::io::Payload;
-use super::{ClientStatement, Part, ShardedSession, Tx};
+use super::{Part, ShardedSession, Tx};
 use crate::config::TableRule;
 use crate::session::error::SessionError;
 use crate::sharding::key_move::{KeyMove, HIDDEN};
@@ -267,8 +267,8 @@ impl ShardedSession<'_> {
                 let types: Vec<u32> = p.param_types.iter().collect();
                 let analysis = self.app.analyzer.analyze_bytes(p.query, &types);
                 let sql = Bytes::copy_from_slice(p.query);
-                self.statements
-                    .insert(p.name.to_owned(), ClientStatement { sql, param_types: types, analysis });
+                let statement = self.client_statement(sql, types, analysis);
+                self.statements.insert(p.name.to_owned(), statement);
             }
         }
         let binds: Vec<&Bytes> = frames.iter().filter(|f| f[0] == fe::BIND).collect();

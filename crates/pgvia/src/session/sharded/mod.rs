@@ -6,15 +6,18 @@
 //! such a transaction of its own.
 //!
 //! Servers are taken per transaction, whatever the pool mode: between transactions the
-//! session holds none, and its settings are brought to the next ones it takes. Prepared
-//! statements are the session's own (`extended.rs`): servers only ever hold the unnamed
-//! statement, re-parsed in front of each Bind, so any server of a shard can run them.
+//! session holds none, and its settings are brought to the next ones it takes. The client's
+//! prepared statements are the session's (`extended.rs`), registered as plain sessions'
+//! are: a batch for one shard uses the copy its server keeps under pgvia's name, parsed
+//! there on first use (`kept.rs`); a batch for several shards parses the statement unnamed
+//! in front of each Bind.
 
 mod control;
 mod copy;
 mod extended;
 mod fanout;
 mod io;
+mod kept;
 mod key_move;
 mod subquery;
 pub mod two_phase;
@@ -68,6 +71,8 @@ struct ClientStatement {
     sql: Bytes,
     param_types: Vec<u32>,
     analysis: Arc<route::Analysis>,
+    /// The statement as shard servers keep it (`kept.rs`), when the pool keeps statements.
+    kept: Option<kept::Registered>,
 }
 
 pub struct ShardedSession<'a> {
@@ -89,6 +94,11 @@ pub struct ShardedSession<'a> {
     held: Vec<Option<Checkout>>,
     tx: Tx,
     statements: HashMap<String, ClientStatement>,
+    /// Registers the client's statements (`None` when the pool does not keep statements on
+    /// its servers, as in session mode); its own name map stays empty.
+    registrar: Option<crate::prepared::ClientStatements>,
+    /// What the next query sent does to the statements its servers hold.
+    note: kept::ServerNote,
     /// Which shards hold each portal the client bound (the unnamed one under "").
     portals: HashMap<String, ShardSet>,
     /// `SET pgvia.shard` / `SET pgvia.sharding_key`.
@@ -140,6 +150,7 @@ impl<'a> ShardedSession<'a> {
         from_client: BytesMut,
     ) -> Self {
         let shards = groups.len();
+        let registrar = pool.client_statements();
         ShardedSession {
             app,
             client,
@@ -155,6 +166,8 @@ impl<'a> ShardedSession<'a> {
             to_client: BytesMut::new(),
             held: (0..shards).map(|_| None).collect(),
             tx: Tx::Idle,
+            registrar,
+            note: kept::ServerNote::Nothing,
             statements: HashMap::new(),
             portals: HashMap::new(),
             hint_shard: None,
@@ -194,6 +207,17 @@ impl<'a> ShardedSession<'a> {
             }
             self.flush_client().await?;
         }
+    }
+
+    /// A client's Parse of `sql`, registered to be kept on shard servers.
+    fn client_statement(
+        &mut self,
+        sql: Bytes,
+        param_types: Vec<u32>,
+        analysis: Arc<route::Analysis>,
+    ) -> ClientStatement {
+        let kept = kept::register(self.registrar.as_mut(), &sql, &param_types, &analysis);
+        ClientStatement { sql, param_types, analysis, kept }
     }
 
     /// The session's routing settings for the planner.
@@ -321,6 +345,16 @@ impl<'a> ShardedSession<'a> {
         if self.control(&analysis, &frame).await? {
             return Ok(());
         }
+        if let Some(error) = crate::server::forward::reserved_name_error(&analysis) {
+            // pgvia's statements on the servers are not the client's to run or drop.
+            self.errored = true;
+            self.to_client.extend_from_slice(&error);
+            if let Tx::Open { failed, .. } = &mut self.tx {
+                *failed = true;
+            }
+            self.ready();
+            return Ok(());
+        }
         if self.refused_in_failed_transaction() {
             return Ok(());
         }
@@ -384,6 +418,11 @@ impl<'a> ShardedSession<'a> {
             }
         }
         let combine = if routes.iter().all(|r| r.replicated) { Combine::Replicated } else { Combine::Concat };
+        self.note = kept::ServerNote::of(&analysis);
+        if self.note == kept::ServerNote::ForgetAll {
+            // `DISCARD ALL` and `DEALLOCATE ALL` drop the client's protocol statements too.
+            self.statements.clear();
+        }
         let settings = analysis
             .statements()
             .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
