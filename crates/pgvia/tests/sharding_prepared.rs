@@ -20,7 +20,8 @@ const KEYS: i64 = 100;
 
 async fn start() -> (common::shards::ShardClusters, TestProxy, Client, Client) {
     let c = common::shards::start(SCHEMA);
-    let toml = common::shards::config_with(&c, &["items"], |b| b.pool("pool_size = 2"));
+    let toml =
+        common::shards::config_with(&c, &["items"], |b| b.pool("pool_size = 1\ncheckout_timeout = \"5s\""));
     let proxy = TestProxy::start_toml(&toml).await;
     let via = proxy.connect(USER, PASSWORD, DB).await;
     let direct = common::connect(&common::direct_conninfo(&c.reference, USER, PASSWORD, DB))

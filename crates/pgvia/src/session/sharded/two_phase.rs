@@ -228,6 +228,15 @@ pub struct Recovered {
     pub left: usize,
 }
 
+/// The server recovery reads shard `own`'s prepared transactions on: its own checkout, or the
+/// log's for the log shard.
+fn shard_conn<'a>(own: &'a mut Option<Checkout>, log: &'a mut Checkout) -> &'a mut Checkout {
+    match own {
+        Some(c) => c,
+        None => log,
+    }
+}
+
 /// Creates the decision log on the log shard if needed, then finishes every in-doubt
 /// transaction of pgvia's on every shard that this instance owns or that was abandoned.
 /// `groups` are the shards' pools of the recovery user.
@@ -242,9 +251,14 @@ pub async fn recover(
     let mut done = Recovered::default();
     let me = identity();
     let mut seen: Vec<String> = Vec::new();
-    for group in groups {
-        let mut c = group.checkout(Target::Primary, None).await.map_err(io)?;
-        let rows = c
+    for (i, group) in groups.iter().enumerate() {
+        // The log shard's server is the one already held: a second checkout from that pool
+        // would wait for itself when the pool holds one server.
+        let mut own = match i {
+            LOG_SHARD => None,
+            _ => Some(group.checkout(Target::Primary, None).await.map_err(io)?),
+        };
+        let rows = shard_conn(&mut own, &mut log)
             .conn()
             .query_rows(
                 "SELECT gid, extract(epoch FROM now() - prepared)::float8 FROM pg_catalog.pg_prepared_xacts WHERE gid LIKE 'pgvia\\_%' AND database = current_database()",
@@ -273,7 +287,10 @@ pub async fn recover(
             }
             let commit = decision.as_deref() == Some("commit");
             let verb = if commit { "COMMIT PREPARED" } else { "ROLLBACK PREPARED" };
-            c.conn().run_internal(&[format!("{verb} '{gid}'").as_str()], timeout).await?;
+            shard_conn(&mut own, &mut log)
+                .conn()
+                .run_internal(&[format!("{verb} '{gid}'").as_str()], timeout)
+                .await?;
             if commit {
                 done.committed += 1;
             } else {
@@ -281,7 +298,9 @@ pub async fn recover(
             }
             tracing::info!(gid, verb, "recovered an in-doubt cross-shard transaction");
         }
-        c.give_back_idle();
+        if let Some(c) = own {
+            c.give_back_idle();
+        }
     }
     // Decisions whose transactions are finished on every shard are kept a while for slow
     // coordinators, then dropped; one still prepared somewhere is kept.
