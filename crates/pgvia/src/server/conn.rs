@@ -8,11 +8,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::backend::{tag, BackendMessage};
 use wire::{build, FrameDecoder};
 
+use super::address::ServerAddress;
 use super::error::ServerError;
 use super::tracker::ReplyTracker;
-use crate::auth::{ServerAuthPolicy, ServerAuthStep, ServerAuthenticator, ServerCredential};
+use crate::auth::{ServerAuthStep, ServerAuthenticator};
 use crate::cancel::{CancelTarget, CancelsInFlight};
-use crate::net::server_tls::ServerTlsSettings;
 use crate::net::{ServerEndpoint, ServerStream};
 use crate::prepared::ServerStatements;
 
@@ -33,40 +33,6 @@ pub enum IdleDeath {
 fn relay_room(buf: &mut BytesMut) {
     if buf.capacity() - buf.len() < 1024 {
         buf.reserve(1024);
-    }
-}
-
-/// Where and as whom to connect. `Debug` does not show the secret.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ServerAddress {
-    pub host: String,
-    pub port: u16,
-    pub dbname: String,
-    pub user: String,
-    /// What pgvia answers the server's password request with.
-    pub credential: ServerCredential,
-    /// TLS towards the server (the database's `server_tls_*` keys).
-    pub tls: ServerTlsSettings,
-    /// Which password requests are answered, and how much SCRAM work is done.
-    pub auth: ServerAuthPolicy,
-}
-
-impl std::fmt::Debug for ServerAddress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerAddress")
-            .field("host", &self.host)
-            .field("port", &self.port)
-            .field("dbname", &self.dbname)
-            .field("user", &self.user)
-            .field("credential", &self.credential)
-            .field("tls", &self.tls.mode)
-            .finish()
-    }
-}
-
-impl ServerAddress {
-    pub fn display(&self) -> String {
-        format!("{}:{}/{}", self.host, self.port, self.dbname)
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::TlsConnector;
 use wire::build;
 
-use super::conn::ServerAddress;
+use super::address::ServerAddress;
 use super::error::ServerError;
 use crate::net::server_tls::{TlsNegotiation, ALPN_POSTGRESQL};
 use crate::net::{ServerEndpoint, ServerStream};
