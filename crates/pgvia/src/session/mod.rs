@@ -158,7 +158,12 @@ async fn run(app: &App, accepted: Box<Accepted>) -> Result<(), SessionError> {
         Opened::Login(mut conn, start) => {
             let Conn { stream, buf, out } = &mut *conn;
             let result = match Box::pin(log_in(app, stream, buf, out, start)).await {
-                Ok(Some(ready)) => serve_logged_in(app, out, ready).await,
+                Ok(Some(mut ready)) => {
+                    // Used in place, not taken apart: locals would be a second copy here.
+                    let reason = ready.session.run(out).await;
+                    Box::pin(end_session(app, out, ready, reason)).await;
+                    Ok(())
+                }
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),
             };
@@ -465,14 +470,8 @@ async fn log_in<'a>(
     Ok(Some(Box::new(Ready { session, handle, _slots: [client_slot, db_slot, user_slot] })))
 }
 
-/// Serves a logged-in client to the end.
-async fn serve_logged_in(
-    app: &App,
-    out: &mut BytesMut,
-    mut ready: Box<Ready<'_>>,
-) -> Result<(), SessionError> {
-    // Used in place, not taken apart: locals would be a second copy in this future.
-    let reason = ready.session.run(out).await;
+/// The end of a logged-in client's session, once `reason` (why it ended) is known.
+async fn end_session(app: &App, out: &mut BytesMut, mut ready: Box<Ready<'_>>, reason: String) {
     let session = &mut ready.session;
     // The server is reset (or closed) while the client hears why it was closed, not after:
     // a client that stopped reading must not keep the server, its locks and its pool slot,
@@ -499,7 +498,6 @@ async fn serve_logged_in(
             "client disconnected"
         );
     }
-    Ok(())
 }
 
 /// Finishes the in-doubt cross-shard transactions of every sharded database at start, then
