@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::cancel::{CancelSlot, CancelTarget};
 use crate::stats::Counters;
@@ -79,9 +79,12 @@ pub struct ClientInfo {
     /// Traffic, summed into its pool's totals when the client leaves.
     pub counters: Counters,
     cancel: Option<Arc<CancelSlot>>,
-    /// Per-client copy of the shutdown phase: the process phase is forwarded to it, and
-    /// `KILL_CLIENT` / `KILL db` end just this client by setting it to `Terminating`.
-    phase: watch::Sender<Phase>,
+    /// Per-client copy of the shutdown phase (its [`phase_rank`]): the process phase is
+    /// forwarded to it, and `KILL_CLIENT` / `KILL db` end just this client by raising it to
+    /// `Terminating`. An atomic and a `Notify` rather than a `watch` channel: the channel's
+    /// shared state was a 344-byte allocation that every idle client kept (issue 19).
+    phase: AtomicU8,
+    phase_changed: Notify,
 }
 
 impl ClientInfo {
@@ -125,17 +128,16 @@ impl ClientInfo {
     /// Ends this client's session as shutdown would: between transactions at once, or (with
     /// `Terminating`) immediately.
     pub fn end(&self, phase: Phase) {
-        self.phase.send_if_modified(|p| {
-            let later = phase_rank(phase) > phase_rank(*p);
-            if later {
-                *p = phase;
-            }
-            later
-        });
+        let rank = phase_rank(phase);
+        // A phase only moves forward; waiters are woken only when it did.
+        if self.phase.fetch_max(rank, Ordering::AcqRel) < rank {
+            self.phase_changed.notify_waiters();
+        }
     }
 
-    pub fn phase_watch(&self) -> watch::Receiver<Phase> {
-        self.phase.subscribe()
+    /// Follows this client's phase, as a `watch::Receiver` would.
+    pub fn phase_watch(self: &Arc<Self>) -> PhaseWatch {
+        PhaseWatch { client: self.clone(), seen: self.phase.load(Ordering::Acquire) }
     }
 }
 
@@ -144,6 +146,47 @@ fn phase_rank(p: Phase) -> u8 {
         Phase::Running => 0,
         Phase::Draining => 1,
         Phase::Terminating => 2,
+    }
+}
+
+fn phase_of(rank: u8) -> Phase {
+    match rank {
+        0 => Phase::Running,
+        1 => Phase::Draining,
+        _ => Phase::Terminating,
+    }
+}
+
+/// A session's view of its client's phase: `now` reads it, `changed` waits until it moves
+/// past what this watch last saw. Its sender is the client's entry, which the watch keeps
+/// alive, so `changed` never fails; it returns a `Result` as `watch::Receiver::changed` does.
+#[derive(Debug)]
+pub struct PhaseWatch {
+    client: Arc<ClientInfo>,
+    seen: u8,
+}
+
+impl PhaseWatch {
+    /// The client's phase now.
+    pub fn now(&self) -> Phase {
+        phase_of(self.client.phase.load(Ordering::Acquire))
+    }
+
+    /// Waits until the phase differs from the last one this watch returned from here (or
+    /// saw when made), and marks it seen.
+    pub async fn changed(&mut self) -> Result<(), std::convert::Infallible> {
+        loop {
+            // Registered before the check: a change between the two still wakes it.
+            let notified = self.client.phase_changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let now = self.client.phase.load(Ordering::Acquire);
+            if now != self.seen {
+                self.seen = now;
+                return Ok(());
+            }
+            notified.await;
+        }
     }
 }
 
@@ -192,7 +235,7 @@ impl ClientRegistry {
     ) -> ClientHandle {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let mut map = self.lock();
-        let (phase, _) = watch::channel(phase());
+        let phase = AtomicU8::new(phase_rank(phase()));
         let info = Arc::new(ClientInfo {
             id,
             who,
@@ -204,6 +247,7 @@ impl ClientRegistry {
             counters: Counters::default(),
             cancel,
             phase,
+            phase_changed: Notify::new(),
         });
         map.insert(id, info.clone());
         ClientHandle { info, registry: self.clone() }
@@ -254,5 +298,49 @@ impl crate::pool::Patron for ClientInfo {
 
     fn unserved(&self) {
         self.set_state(ClientState::Idle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> ClientIdentity {
+        ClientIdentity {
+            peer: crate::net::ClientPeer::Tcp(([127, 0, 0, 1], 5432).into()),
+            local: None,
+            user: "u".into(),
+            database: "d".into(),
+            application_name: String::new(),
+            tls: false,
+            admin: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_phase_watch_wakes_when_the_phase_moves_forward_only() {
+        let registry = Arc::new(ClientRegistry::default());
+        let handle = registry.register(identity(), Instant::now(), None, || Phase::Running);
+        let mut watch = handle.info.phase_watch();
+        assert_eq!(watch.now(), Phase::Running);
+        let waiter = tokio::spawn(async move {
+            watch.changed().await.ok();
+            watch.now()
+        });
+        tokio::task::yield_now().await;
+        // Not later than the current phase: nobody is woken.
+        handle.info.end(Phase::Running);
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        handle.info.end(Phase::Draining);
+        assert_eq!(waiter.await.ok(), Some(Phase::Draining));
+        // Never back: a later Draining does not undo Terminating.
+        handle.info.end(Phase::Terminating);
+        handle.info.end(Phase::Draining);
+        let mut late = handle.info.phase_watch();
+        assert_eq!(late.now(), Phase::Terminating);
+        // Made after the change: it has seen it, and waits for the next.
+        let pending = tokio::time::timeout(std::time::Duration::from_millis(50), late.changed()).await;
+        assert!(pending.is_err());
     }
 }

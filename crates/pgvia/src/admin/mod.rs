@@ -68,7 +68,7 @@ pub async fn serve(
     stream: &mut ClientStream,
     buf: &mut BytesMut,
     out: &mut BytesMut,
-    me: &ClientInfo,
+    me: &std::sync::Arc<ClientInfo>,
 ) -> Result<&'static str, ConsoleError> {
     build::authentication_ok(out);
     let version = format!("{} (pgvia)", env!("CARGO_PKG_VERSION"));
@@ -126,7 +126,7 @@ pub async fn serve(
                 }
             }
             changed = phase.changed() => {
-                if changed.is_err() || *phase.borrow() != Phase::Running {
+                if changed.is_err() || phase.now() != Phase::Running {
                     // The caller sends `out` before closing.
                     ErrorFields::with_code(
                         Severity::Fatal,

@@ -53,7 +53,16 @@ const LAST_WORDS: Duration = Duration::from_secs(1);
 
 /// Serves one client connection to the end. Never panics on client input; logs why it ended.
 /// `pending` is the connection's place among those logging in, given back once it has.
-pub async fn serve(app: Arc<App>, stream: ClientStream, peer: ClientPeer, pending: PendingLogin) {
+///
+/// Not an `async fn`: the arguments of one stay in its future for the task's whole life (a
+/// coroutine keeps room for them in every state), and this future is the task every idle
+/// client keeps; they are boxed once here instead (issue 19, `docs/benchmarks.md`).
+pub fn serve(
+    app: Arc<App>,
+    stream: ClientStream,
+    peer: ClientPeer,
+    pending: PendingLogin,
+) -> impl std::future::Future<Output = ()> + Send {
     let local = match &stream {
         ClientStream::Plain(tcp) => {
             if !crate::net::stream::ACCEPTED_INHERIT_TUNING {
@@ -63,11 +72,15 @@ pub async fn serve(app: Arc<App>, stream: ClientStream, peer: ClientPeer, pendin
         }
         ClientStream::Unix(_) | ClientStream::Tls(_) | ClientStream::Memory(..) => None,
     };
-    let _session = app.session_started();
-    match run(&app, stream, Endpoints { peer, local }, pending, Entry::Wire).await {
-        Ok(()) => tracing::debug!(%peer, "client session ended"),
-        Err(SessionError::ClientIo(e)) => tracing::debug!(%peer, error = %e, "client connection closed"),
-        Err(e) => tracing::info!(%peer, error = %e, "client refused"),
+    let accepted =
+        Box::new(Accepted { stream, ends: Endpoints { peer, local }, pending, entry: Entry::Wire });
+    async move {
+        let _session = app.session_started();
+        match run(&app, accepted).await {
+            Ok(()) => tracing::debug!(%peer, "client session ended"),
+            Err(SessionError::ClientIo(e)) => tracing::debug!(%peer, error = %e, "client connection closed"),
+            Err(e) => tracing::info!(%peer, error = %e, "client refused"),
+        }
     }
 }
 
@@ -75,18 +88,21 @@ pub async fn serve(app: Arc<App>, stream: ClientStream, peer: ClientPeer, pendin
 /// the same users and secrets): `startup` stands for the StartupMessage it would have sent,
 /// and the session goes from there as for any client (AuthenticationOk, settings, pools,
 /// routing), over `stream`, the session's end of an in-memory pipe.
-pub async fn serve_verified(
+pub fn serve_verified(
     app: Arc<App>,
     stream: ClientStream,
     peer: ClientPeer,
     startup: StartupMessage,
     pending: PendingLogin,
-) {
-    let _session = app.session_started();
+) -> impl std::future::Future<Output = ()> + Send {
     let entry = Entry::Verified(Box::new(startup));
-    match run(&app, stream, Endpoints { peer, local: None }, pending, entry).await {
-        Ok(()) => tracing::debug!(%peer, "gateway session ended"),
-        Err(e) => tracing::debug!(%peer, error = %e, "gateway session refused"),
+    let accepted = Box::new(Accepted { stream, ends: Endpoints { peer, local: None }, pending, entry });
+    async move {
+        let _session = app.session_started();
+        match run(&app, accepted).await {
+            Ok(()) => tracing::debug!(%peer, "gateway session ended"),
+            Err(e) => tracing::debug!(%peer, error = %e, "gateway session refused"),
+        }
     }
 }
 
@@ -97,6 +113,14 @@ enum Entry {
     Verified(Box<StartupMessage>),
 }
 
+/// A connection as it was accepted, before its first byte is read.
+struct Accepted {
+    stream: ClientStream,
+    ends: Endpoints,
+    pending: PendingLogin,
+    entry: Entry,
+}
+
 /// The two ends of a client's connection (`local` for TCP only).
 #[derive(Debug, Clone, Copy)]
 struct Endpoints {
@@ -104,22 +128,66 @@ struct Endpoints {
     local: Option<SocketAddr>,
 }
 
-async fn run(
-    app: &App,
-    raw: ClientStream,
-    ends: Endpoints,
-    pending: PendingLogin,
-    entry: Entry,
-) -> Result<(), SessionError> {
+/// A client's connection once its StartupMessage is read: the socket and the session's two
+/// login-time buffers. On the heap, so that the task's future holds a pointer to it.
+struct Conn {
+    stream: ClientStream,
+    /// What the client sent and pgvia has not consumed (only during the login: a logged-in
+    /// session reads into its own buffers).
+    buf: BytesMut,
+    /// What goes to the client next (the welcome, then the last words).
+    out: BytesMut,
+}
+
+/// How the untagged phase ended.
+enum Opened {
+    /// Nothing more to do (a cancel request, or the client left).
+    Done,
+    /// The client broke the protocol: tell it why, then close.
+    Refused(Box<Conn>, SessionError),
+    Login(Box<Conn>, Start),
+}
+
+/// The session's task, from the first byte to the close. The steps that are not the idle
+/// wait (the opening, the login, the end) are futures of their own on the heap: inline, the
+/// largest of them would size the task that an idle client keeps for its whole life.
+async fn run(app: &App, accepted: Box<Accepted>) -> Result<(), SessionError> {
+    // No large value here may live across more than one `.await`: the coroutine keeps such a
+    // value in every one of its states, the idle wait's included. So each step's result is
+    // taken apart in the statement that awaits it (the opening's, the login's and a kept
+    // `Result` cost an idle client 460 bytes).
+    let (mut conn, start) = match Box::pin(open(app, accepted)).await? {
+        Opened::Done => return Ok(()),
+        Opened::Refused(mut conn, error) => return Box::pin(close(&mut conn, Err(error))).await,
+        Opened::Login(conn, start) => (conn, start),
+    };
+    let failed = {
+        let Conn { stream, buf, out } = &mut *conn;
+        // A login failure is kept boxed (8 bytes) until the close.
+        let (ready, failed) = match Box::pin(log_in(app, stream, buf, out, start)).await {
+            Ok(ready) => (ready, None),
+            Err(e) => (None, Some(Box::new(e))),
+        };
+        if let Some(mut ready) = ready {
+            // Used in place, not taken apart: locals would be a second copy here.
+            let reason = ready.session.run(out).await;
+            Box::pin(end_session(app, out, ready, reason)).await;
+        }
+        failed
+    };
+    Box::pin(close(&mut conn, failed.map_or(Ok(()), |e| Err(*e)))).await
+}
+
+/// Reads the StartupMessage (after TLS, or a cancel request), within the login deadline.
+async fn open(app: &App, accepted: Box<Accepted>) -> Result<Opened, SessionError> {
+    let Accepted { stream: raw, ends, pending, entry } = *accepted;
     // One deadline from accept to the end of authentication (`limits.startup_timeout`), so a
     // client cannot stretch its login by taking each step slowly.
     let limit = app.config().limits.startup_timeout;
     let login = Login { deadline: tokio::time::Instant::now() + limit, limit, pending };
     let (opening, checked) = match entry {
         Entry::Wire => {
-            // Boxed, as `log_in` is: inline, its state would size the task that an idle client
-            // keeps for its whole life (issue 19).
-            let opening = tokio::time::timeout_at(login.deadline, Box::pin(startup::open(app, raw)))
+            let opening = tokio::time::timeout_at(login.deadline, startup::open(app, raw))
                 .await
                 .map_err(|_| SessionError::LoginTimeout(limit))??;
             (opening, Checked::No)
@@ -128,22 +196,25 @@ async fn run(
             (Some(Opening::Login { stream: raw, startup: *startup, buf: BytesMut::new() }), Checked::Yes)
         }
     };
-    let mut out = BytesMut::with_capacity(512);
-    let (mut stream, result) = match opening {
-        None | Some(Opening::Cancelled) => return Ok(()),
-        Some(Opening::Refused { stream, error }) => (stream, Err(error)),
-        Some(Opening::Login { mut stream, startup, mut buf }) => {
-            let session = Start { startup, ends, login, checked };
-            let result = logged_in(app, &mut stream, &mut buf, &mut out, session).await;
-            (stream, result)
+    let conn = |stream, buf| Box::new(Conn { stream, buf, out: BytesMut::with_capacity(512) });
+    Ok(match opening {
+        None | Some(Opening::Cancelled) => Opened::Done,
+        Some(Opening::Refused { stream, error }) => Opened::Refused(conn(stream, BytesMut::new()), error),
+        Some(Opening::Login { stream, startup, buf }) => {
+            Opened::Login(conn(stream, buf), Start { startup, ends, login, checked })
         }
-    };
+    })
+}
+
+/// The end of a connection: the client hears why it was closed (a login failure), then the
+/// socket is shut.
+async fn close(conn: &mut Conn, result: Result<(), SessionError>) -> Result<(), SessionError> {
     if let Err(e) = &result {
-        e.write_fatal(&mut out);
+        e.write_fatal(&mut conn.out);
     }
-    last_words(&mut stream, &mut out).await;
+    last_words(&mut conn.stream, &mut conn.out).await;
     // A TLS close_notify is a write too.
-    let _ = tokio::time::timeout(LAST_WORDS, stream.shutdown()).await;
+    let _ = tokio::time::timeout(LAST_WORDS, conn.stream.shutdown()).await;
     result
 }
 
@@ -171,36 +242,12 @@ struct Start {
     checked: Checked,
 }
 
-/// Logs the client in, then serves it. Errors returned are login failures; how a session
-/// ended after login is logged by the session itself.
-///
-/// The login is a future of its own on the heap, gone once the client is in: inline, its
-/// locals (the database's configuration, a server taken for a session-mode client, the
-/// client's identity, slots) and the largest of its steps would size the task that an idle
-/// client keeps for its whole life (issue 19; `docs/benchmarks.md`).
-async fn logged_in(
-    app: &App,
-    stream: &mut ClientStream,
-    buf: &mut BytesMut,
-    out: &mut BytesMut,
-    start: Start,
-) -> Result<(), SessionError> {
-    match Box::pin(log_in(app, stream, buf, out, start)).await? {
-        Some(ready) => serve_logged_in(app, out, ready).await,
-        None => Ok(()),
-    }
-}
-
 /// A client logged in to a real database, with what its session needs to the end.
 struct Ready<'a> {
     session: client::Session<'a>,
     handle: crate::clients::ClientHandle,
     /// Its places among the process's, the database's and the user's clients.
     _slots: [crate::app::ClientSlot<'a>; 3],
-    peer: ClientPeer,
-    user: String,
-    database: String,
-    since: std::time::Instant,
 }
 
 /// The login proper: authentication, limits, the welcome, the client's registration. An
@@ -412,7 +459,7 @@ async fn log_in<'a>(
             bufs,
             decoder: FrameDecoder::new(config.general.max_message_size as usize),
             shutdown: info.phase_watch(),
-            server: owned,
+            server: owned.map(Box::new),
             deferred_begin: None,
             timers,
             discard: client::Discard::Nothing,
@@ -425,25 +472,11 @@ async fn log_in<'a>(
     drop(config);
     // Boxed: moved as a whole, it would be kept twice in the caller's future (the result of
     // this one and the argument of the next).
-    Ok(Some(Box::new(Ready {
-        session,
-        handle,
-        _slots: [client_slot, db_slot, user_slot],
-        peer: ends.peer,
-        user: identity.user,
-        database: identity.database,
-        since,
-    })))
+    Ok(Some(Box::new(Ready { session, handle, _slots: [client_slot, db_slot, user_slot] })))
 }
 
-/// Serves a logged-in client to the end.
-async fn serve_logged_in(
-    app: &App,
-    out: &mut BytesMut,
-    mut ready: Box<Ready<'_>>,
-) -> Result<(), SessionError> {
-    // Used in place, not taken apart: locals would be a second copy in this future.
-    let reason = ready.session.run(out).await;
+/// The end of a logged-in client's session, once `reason` (why it ended) is known.
+async fn end_session(app: &App, out: &mut BytesMut, mut ready: Box<Ready<'_>>, reason: String) {
     let session = &mut ready.session;
     // The server is reset (or closed) while the client hears why it was closed, not after:
     // a client that stopped reading must not keep the server, its locks and its pool slot,
@@ -454,21 +487,22 @@ async fn serve_logged_in(
         tokio::join!(client::release(app, checkout, &unsent), last_words(session.client, out))
     })
     .await;
-    let Ready { session, handle, _slots, peer, user, database, since } = *ready;
-    let id = handle.info.id;
+    let Ready { session, handle, _slots } = *ready;
+    let info = handle.info.clone();
     handle.leave(&session.pool.totals);
     if app.config().general.log_connections {
+        // Who it was, from its registry entry (a copy in `Ready` would be kept while idle).
+        let who = &info.who;
         tracing::info!(
-            client = id,
-            addr = %peer,
-            user = %user,
-            database = %database,
-            duration = ?since.elapsed(),
+            client = info.id,
+            addr = %who.peer,
+            user = %who.user,
+            database = %who.database,
+            duration = ?info.since.elapsed(),
             reason = %reason,
             "client disconnected"
         );
     }
-    Ok(())
 }
 
 /// Finishes the in-doubt cross-shard transactions of every sharded database at start, then

@@ -8,7 +8,6 @@
 
 use bytes::Buf;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::watch;
 use wire::FrameDecoder;
 
 use super::exchange::{ensure_room, Buffers, RelayEnd, Tracking, RELAY_READ};
@@ -65,12 +64,12 @@ pub async fn relay(
     server: &mut ServerConn,
     bufs: &mut Buffers,
     decoder: &FrameDecoder,
-    shutdown: &mut watch::Receiver<Phase>,
+    shutdown: &mut crate::clients::PhaseWatch,
     mut tracking: Option<Tracking<'_>>,
     waits: Waits<'_>,
 ) -> RelayEnd {
     let Waits { timers, mut inbox } = waits;
-    let mut draining = *shutdown.borrow() != Phase::Running;
+    let mut draining = shutdown.now() != Phase::Running;
     // The client may have sent more than the message that got it this server; the routing
     // decision was made on all of it, so none of it is held for the primary.
     let replica_split = tracking.as_mut().and_then(|t| t.replica_split.take());
@@ -108,7 +107,7 @@ pub async fn relay(
         tokio::select! {
             biased;
             changed = shutdown.changed() => {
-                if changed.is_err() || *shutdown.borrow() == Phase::Terminating {
+                if changed.is_err() || shutdown.now() == Phase::Terminating {
                     return RelayEnd::Shutdown;
                 }
                 draining = true;

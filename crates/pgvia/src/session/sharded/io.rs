@@ -125,7 +125,7 @@ impl ShardedSession<'_> {
                     }
                 }
             }
-            if *self.shutdown.borrow() != crate::app::Phase::Running {
+            if self.shutdown.now() != crate::app::Phase::Running {
                 return Err(SessionError::Shutdown);
             }
             self.flush_client().await?;

@@ -28,12 +28,11 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use shard::{ShardId, ShardSet};
-use tokio::sync::watch;
 use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
 
 use super::error::SessionError;
-use crate::app::{App, Phase};
+use crate::app::App;
 use crate::cancel::CancelKey;
 use crate::config::ShardingRules;
 use crate::net::ClientStream;
@@ -85,7 +84,7 @@ pub struct ShardedSession<'a> {
     pub groups: Vec<Arc<PoolGroup>>,
     pub cancel: CancelKey,
     pub decoder: FrameDecoder,
-    pub shutdown: watch::Receiver<Phase>,
+    pub shutdown: crate::clients::PhaseWatch,
     pub patron: PatronRef,
     /// The client's settings (startup and `SET`), brought to every server it is given.
     pub settings: Vec<(String, String)>,
@@ -144,7 +143,7 @@ impl<'a> ShardedSession<'a> {
         groups: Vec<Arc<PoolGroup>>,
         cancel: CancelKey,
         decoder: FrameDecoder,
-        shutdown: watch::Receiver<Phase>,
+        shutdown: crate::clients::PhaseWatch,
         patron: PatronRef,
         settings: Vec<(String, String)>,
         from_client: BytesMut,
