@@ -56,6 +56,7 @@ mod spill_file;
 mod substitute;
 mod value;
 mod variance;
+mod with_clause;
 
 pub use colocate::{Placement, ShardedTable};
 pub use compute_first::{ComputeFirst, Computed, Failure, Step};

@@ -60,10 +60,10 @@ pub fn uncorrelated_subqueries(sql: &str) -> Result<Vec<Subquery>, MergeError> {
     let toks = lex::tokens(sql)?;
     // The statement's CTEs go in front of each subquery run alone: a name that means a
     // CTE in the statement must not mean a table there.
-    let prefix = crate::cte::with_prefix(sql, &toks, s);
+    let prefix = crate::with_clause::with_prefix(sql, &toks, s);
     // One with parameters cannot run before the Bind, and without it the names of its CTEs
     // could mean tables: nothing is taken.
-    if prefix.as_deref().map(crate::cte::has_params).transpose()? == Some(true) {
+    if prefix.as_deref().map(crate::with_clause::has_params).transpose()? == Some(true) {
         return Ok(Vec::new());
     }
     let mut found = Vec::new();
