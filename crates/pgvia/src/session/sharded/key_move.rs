@@ -318,13 +318,6 @@ impl ShardedSession<'_> {
             }
         };
         if matches!(self.tx, Tx::Idle) {
-            // The batch runs again inside pgvia's transaction, its Parses with it: the names
-            // they took above are theirs to take again there (not 42P05 duplicates).
-            for f in &frames {
-                if let Ok(FrontendMessage::Parse(p)) = FrontendMessage::parse_body(f[0], &f[5..]) {
-                    self.statements.remove(p.name);
-                }
-            }
             return Box::pin(self.in_implicit_transaction(vec![Part::Batch(frames)])).await;
         }
         let targets = self.update_targets(&routes);
