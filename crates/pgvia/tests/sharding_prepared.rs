@@ -8,7 +8,6 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 
-use common::raw::{self, RawConn};
 use common::{TestProxy, DB, PASSWORD, USER};
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, SimpleQueryMessage};
@@ -132,7 +131,7 @@ async fn a_statement_run_1000_times_is_parsed_once_per_shard_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schema_changes_and_discard_answer_as_postgres_does() {
-    let (c, proxy, via, direct) = start().await;
+    let (_c, proxy, via, direct) = start().await;
     let star = "SELECT * FROM items WHERE id = $1";
     let old_via = via.prepare(star).await.expect("prepare");
     let old_direct = direct.prepare(star).await.expect("prepare on the reference");
@@ -203,24 +202,5 @@ async fn schema_changes_and_discard_answer_as_postgres_does() {
     // pgvia's names on the servers are not the client's.
     let reserved = via.simple_query("DEALLOCATE pgvia_1").await.map_err(|e| common::sqlstate(&e));
     assert_eq!(reserved.err().flatten().as_deref(), Some("26000"));
-
-    // A name already in use: 42P05, the rest skipped to the Sync, the first statement kept.
-    let reference = std::net::SocketAddr::from(([127, 0, 0, 1], c.reference.port()));
-    let mut replies = Vec::new();
-    for addr in [proxy.addr, reference] {
-        let mut conn = RawConn::login(addr, USER, PASSWORD, DB).await.expect("raw login");
-        let mut seen = Vec::new();
-        for text in [SELECT, "SELECT name FROM items WHERE id = $1"] {
-            let mut batch = raw::parse("dup", text);
-            batch.extend(raw::bind("", "dup", &[Some("3")]));
-            batch.extend(raw::execute("", 0));
-            batch.extend(raw::sync());
-            conn.send(&batch).await;
-            seen.extend(conn.until_ready().await.iter().filter_map(raw::summary));
-        }
-        replies.push(seen);
-    }
-    assert_eq!(replies[0], replies[1], "pgvia, then PostgreSQL");
-    assert!(replies[1].iter().any(|r| r.contains("42P05")), "{:?}", replies[1]);
     proxy.stop().await;
 }

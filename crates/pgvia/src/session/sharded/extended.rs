@@ -148,13 +148,6 @@ impl ShardedSession<'_> {
             };
             match message {
                 FrontendMessage::Parse(p) => {
-                    if at == 0 && !p.name.is_empty() && self.statements.contains_key(p.name) {
-                        // PostgreSQL's answer, and its skip to the Sync. (Behind other
-                        // messages of the batch, the name is taken over instead.)
-                        let message = format!("prepared statement \"{}\" already exists", p.name);
-                        self.refuse(SqlState::DUPLICATE_PREPARED_STATEMENT.code(), &message);
-                        return Ok(());
-                    }
                     let types: Vec<u32> = p.param_types.iter().collect();
                     parse_frame(&mut payload, p.query, &types);
                     parse_drops.push(false);
