@@ -280,7 +280,9 @@ def pgbench_thread(soak, name, args, seconds_total):
             if r.returncode != 0:
                 lines = [ln for ln in r.stderr.splitlines() if "error" in ln.lower() or "abort" in ln.lower()]
                 detail = lines[0] if lines else r.stderr.strip()[-200:]
-                state = None if re.search(r"server closed|connection|terminat|shutdown|timed out", detail, re.I) else "XX000"
+                # pgbench words a connection lost mid-command as "perhaps the backend died".
+                lost = r"server closed|connection|terminat|shutdown|timed out|backend died"
+                state = None if re.search(lost, detail, re.I) else "XX000"
                 soak.events.error(name, state, f"exit {r.returncode}: {detail}", since=since)
                 soak.stop.wait(1)
 
