@@ -37,54 +37,17 @@ for v in old new; do [[ -x ${bin[$v]} ]] || { echo "compare-builds: ${bin[$v]} i
 source scripts/lib/setup.sh
 # shellcheck source=SCRIPTDIR/lib/stand.sh
 source bench/lib/stand.sh
-work=$(mktemp -d /var/tmp/pgvia-compare.XXXXXX)
-chmod 755 "$work"
+stand_workdir compare
+work=$stand_work
 declare -A port pid
-cleanup() {
-    for v in old new; do [[ -n ${pid[$v]:-} ]] && kill "${pid[$v]}" 2>/dev/null; done
-    wait 2>/dev/null || true
-    stand_stop_pg "$work"
-    rm -rf "$work"
-}
-trap cleanup EXIT
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 stand_start_pg "$work" "$auth"
 for v in old new; do
     port[$v]=$(stand_free_port)
     stand_pgvia_config "$work/$v.toml" "${port[$v]}"
-    "${bin[$v]}" --config "$work/$v.toml" >"$work/$v.log" 2>&1 &
-    pid[$v]=$!
+    stand_spawn "${bin[$v]}" --config "$work/$v.toml" >"$work/$v.log" 2>&1
+    pid[$v]=$stand_pid
 done
 for v in old new; do stand_wait_port "${port[$v]}"; done
 
-results=$work/results.tsv
-for args in "${workloads[@]}"; do
-    for r in $(seq "$rounds"); do
-        for v in old new; do
-            before=$(cpu_ticks "${pid[$v]}")
-            # shellcheck disable=SC2086 # ARGS is a list of pgbench options
-            out=$(pgbench -n $args -T "$secs" -h 127.0.0.1 -p "${port[$v]}" -U bench bench 2>&1) || true
-            after=$(cpu_ticks "${pid[$v]}")
-            tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out")
-            tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
-            [[ -n $tps && ${tx:-0} -gt 0 ]] || { echo "$out" >&2; echo "compare-builds: pgbench failed ($v)" >&2; exit 1; }
-            cpu=$(python3 -c "print(f'{($after - $before) / 100 / $tx * 1000:.4f}')")
-            printf '%s\t%s\t%s\t%s\t%s\n' "$args" "$v" "$r" "$tps" "$cpu" | tee -a "$results"
-        done
-    done
-done
-python3 - "$results" <<'PY'
-import statistics, sys
-from collections import defaultdict
-runs = defaultdict(lambda: defaultdict(list))
-for line in open(sys.argv[1]):
-    args, build, _, tps, cpu = line.rstrip("\n").split("\t")
-    runs[args][build].append((float(tps), float(cpu)))
-print("\nworkload | TPS old | TPS new | new/old | CPU s/1k tx old | new | new/old")
-for args, by in runs.items():
-    tps = {b: statistics.median(t for t, _ in by[b]) for b in ("old", "new")}
-    cpu = {b: statistics.median(c for _, c in by[b]) for b in ("old", "new")}
-    print(f"{args} | {tps['old']:.0f} | {tps['new']:.0f} | {tps['new'] / tps['old']:.3f} | "
-          f"{cpu['old']:.4f} | {cpu['new']:.4f} | {cpu['new'] / cpu['old']:.3f}")
-PY
+stand_interleave old new "$rounds" "$secs" "${workloads[@]}"

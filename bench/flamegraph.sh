@@ -48,23 +48,14 @@ if ! command -v inferno-flamegraph >/dev/null; then
     cargo install -q --locked --root /usr/local inferno --version '^0.12'
 fi
 
-work=$(mktemp -d /var/tmp/pgvia-flame.XXXXXX)
-chmod 755 "$work"
-pid=
-cleanup() {
-    [[ -n $pid ]] && kill "$pid" 2>/dev/null
-    wait 2>/dev/null || true
-    stand_stop_pg "$work"
-    rm -rf "$work"
-}
-trap cleanup EXIT
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+stand_workdir flame
+work=$stand_work
 
 stand_start_pg "$work" "$auth"
 port=$(stand_free_port)
 stand_pgvia_config "$work/pgvia.toml" "$port"
-"$pgvia" --config "$work/pgvia.toml" >"$work/pgvia.log" 2>&1 &
-pid=$!
+stand_spawn "$pgvia" --config "$work/pgvia.toml" >"$work/pgvia.log" 2>&1
+pid=$stand_pid
 stand_wait_port "$port"
 folded_dir=${CARGO_TARGET_DIR:-target}/flame
 mkdir -p "$out" "$folded_dir"
@@ -73,7 +64,7 @@ for w in "${workloads[@]}"; do
     name=${w%%=*} args=${w#*=}
     # shellcheck disable=SC2086 # ARGS is a list of pgbench options
     pgbench -n $args -T 2 -h 127.0.0.1 -p "$port" -U bench bench >/dev/null 2>&1 || true
-    before=$(cpu_ticks "$pid")
+    before=$(stand_cpu_ticks "$pid")
     # shellcheck disable=SC2086
     pgbench -n $args -T "$((secs + 1))" -h 127.0.0.1 -p "$port" -U bench bench >"$work/$name.pgbench" 2>&1 &
     bench_pid=$!
@@ -81,7 +72,7 @@ for w in "${workloads[@]}"; do
     perf record -q -F "$freq" -g --call-graph dwarf,16384 -p "$pid" -o "$work/$name.data" -- sleep "$secs" 2>"$work/$name.perf.log" \
         || { cat "$work/$name.perf.log" >&2; exit 1; }
     wait "$bench_pid" || true
-    after=$(cpu_ticks "$pid")
+    after=$(stand_cpu_ticks "$pid")
     tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$work/$name.pgbench")
     tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/$name.pgbench")
     [[ -n $tps && ${tx:-0} -gt 0 ]] || { cat "$work/$name.pgbench" >&2; echo "flamegraph: pgbench failed" >&2; exit 1; }

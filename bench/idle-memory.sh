@@ -28,24 +28,16 @@ source bench/lib/stand.sh
 cargo build -q --release -p bench-tools
 idle_clients=${CARGO_TARGET_DIR:-target}/release/idle-clients
 ulimit -n $((count + 2000))
-work=$(mktemp -d /var/tmp/pgvia-idle.XXXXXX)
-chmod 755 "$work"
-pid=
-cleanup() {
-    [[ -n $pid ]] && kill "$pid" 2>/dev/null
-    wait 2>/dev/null || true
-    stand_stop_pg "$work"
-    rm -rf "$work"
-}
-trap cleanup EXIT
+stand_workdir idle
+work=$stand_work
 
 stand_start_pg "$work" trust
 for bin in "${bins[@]}"; do
     port=$(stand_free_port)
     stand_pgvia_config "$work/pgvia.toml" "$port"
     sed -i "/^\[general\]/a max_client_connections = $((count + 1000))" "$work/pgvia.toml"
-    "$bin" --config "$work/pgvia.toml" >"$work/pgvia.log" 2>&1 &
-    pid=$!
+    stand_spawn "$bin" --config "$work/pgvia.toml" >"$work/pgvia.log" 2>&1
+    pid=$stand_pid
     stand_wait_port "$port"
     psql -w -X -q -h 127.0.0.1 -p "$port" -U bench -d bench -c 'SELECT 1' >/dev/null
     sleep 0.5
@@ -53,5 +45,4 @@ for bin in "${bins[@]}"; do
         --concurrency 200 --timeout-secs 120)"
     kill "$pid"
     wait "$pid" 2>/dev/null || true
-    pid=
 done

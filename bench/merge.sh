@@ -41,20 +41,8 @@ source scripts/lib/setup.sh
 # shellcheck source=SCRIPTDIR/lib/stand.sh
 source bench/lib/stand.sh
 cargo build -q --release -p harness
-work=${CARGO_TARGET_DIR:-$PWD/target}/bench-merge
-rm -rf "$work"
-mkdir -p "$work"
-chmod 755 "$work"
-pg_dirs=()
-pgvia_pid=
-cleanup() {
-    [[ -n $pgvia_pid ]] && kill "$pgvia_pid" 2>/dev/null
-    wait 2>/dev/null || true
-    for d in "${pg_dirs[@]}"; do [[ -f $d/pgharness.meta ]] && "$stand_pgharness" stop --dir "$d" >/dev/null 2>&1; done
-    [[ ${BENCH_KEEP:-0} == 1 ]] || rm -rf "$work"
-}
-trap cleanup EXIT
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+stand_workdir merge "${CARGO_TARGET_DIR:-$PWD/target}/bench-merge"
+work=$stand_work
 
 # SHARD is empty for the server holding every row, else the shard's number.
 load_sql() {
@@ -73,15 +61,8 @@ VACUUM ANALYZE m;
 SQL
 }
 start_pg() {
-    local dir=$work/pg$1 p
-    pg_dirs+=("$dir")
-    p=$("$stand_pgharness" start --dir "$dir" --auth trust --set fsync=off --set synchronous_commit=off \
-        --set wal_level=minimal --set max_wal_senders=0 --set max_wal_size=256MB \
-        --set maintenance_work_mem=256MB | sed -n 's/^PGPORT=//p')
-    [[ -n $p ]] || { echo "merge.sh: pgharness start failed" >&2; return 1; }
-    "$stand_pgharness" psql --dir "$dir" -c "CREATE ROLE bench LOGIN" >/dev/null
-    "$stand_pgharness" psql --dir "$dir" -c "CREATE DATABASE bench OWNER bench" >/dev/null
-    echo "$p"
+    stand_start_server "$1" --set fsync=off --set synchronous_commit=off --set wal_level=minimal \
+        --set max_wal_senders=0 --set max_wal_size=256MB --set maintenance_work_mem=256MB
 }
 single_port=$(start_pg single)
 shard_ports=()
@@ -98,30 +79,9 @@ for l in "${loads[@]}"; do wait "$l" || { echo "merge.sh: loading failed" >&2; e
 echo "loaded $rows rows into the single server and the four shards in $(($(date +%s) - t0)) s"
 
 port=$(stand_free_port)
-{
-    cat <<TOML
-[general]
-listen_addr = "127.0.0.1"
-listen_port = $port
-log_level = "warn"
-auth_method = "trust"
-
-[pool]
-pool_mode = "transaction"
-pool_size = 4
-
-[[users]]
-name = "bench"
-password = "unused"
-
-[[databases]]
-name = "bench"
-TOML
-    for p in "${shard_ports[@]}"; do printf '\n[[databases.shards]]\nhost = "127.0.0.1"\nport = %s\n' "$p"; done
-    printf '\n[[databases.sharded_tables]]\nname = "m"\ncolumn = "id"\ntype = "bigint"\n'
-} >"$work/pgvia.toml"
-"$pgvia" --config "$work/pgvia.toml" >"$work/pgvia.log" 2>&1 &
-pgvia_pid=$!
+stand_sharded_config "$port" 4 m:id:bigint "${shard_ports[*]}" >"$work/pgvia.toml"
+stand_spawn "$pgvia" --config "$work/pgvia.toml" >"$work/pgvia.log" 2>&1
+pgvia_pid=$stand_pid
 stand_wait_port "$port"
 
 lo=$((rows / 5)) hi=$((rows / 5 + rows / 10 - 1))
@@ -156,11 +116,11 @@ for i in "${!queries[@]}"; do
             rm -f "$work"/lat.*
             exec {lock}>/tmp/pgvia-bench.lock
             flock "$lock"
-            before=$(cpu_ticks "$pgvia_pid")
+            before=$(stand_cpu_ticks "$pgvia_pid")
             pgbench -n -M simple -c 1 -t "${reps[$i]}" -f "$work/${names[$i]}.sql" -l --log-prefix="$work/lat" \
                 -h 127.0.0.1 -p "$p" -U bench bench >"$work/pgbench.out" 2>&1 \
                 || { cat "$work/pgbench.out" >&2; echo "merge.sh: pgbench failed ($v)" >&2; exit 1; }
-            after=$(cpu_ticks "$pgvia_pid")
+            after=$(stand_cpu_ticks "$pgvia_pid")
             exec {lock}>&-
             # pgbench's log: client, transaction, latency in microseconds, ...
             awk -v n="${names[$i]}" -v v="$v" -v r="$r" '{ printf "%s\t%s\t%s\t%.3f\n", n, v, r, $3 / 1000 }' \

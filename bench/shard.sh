@@ -39,8 +39,13 @@ while (($#)); do
     esac
     shift
 done
-work=$(mktemp -d /var/tmp/pgvia-shard-bench.XXXXXX)
-chmod 755 "$work"
+[[ -x $pgvia ]] || { echo "shard.sh: $pgvia is not executable" >&2; exit 2; }
+# shellcheck source=SCRIPTDIR/../scripts/lib/setup.sh
+source scripts/lib/setup.sh
+# shellcheck source=SCRIPTDIR/lib/stand.sh
+source bench/lib/stand.sh
+stand_workdir shard-bench
+work=$stand_work
 # A transaction on one shard: the key in Bind parameters (-M extended) or literals (-M simple).
 cat >"$work/rw.sql" <<'SQL'
 \set aid random(1, 200000)
@@ -51,29 +56,12 @@ SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
 END;
 SQL
 ((${#workloads[@]} || copy_rows > 0)) || workloads=("-S -M simple -c 16 -j 2" "-S -M extended -c 16 -j 2" "-f $work/rw.sql -M extended -c 16 -j 2")
-[[ -x $pgvia ]] || { echo "shard.sh: $pgvia is not executable" >&2; exit 2; }
 
-# shellcheck source=SCRIPTDIR/../scripts/lib/setup.sh
-source scripts/lib/setup.sh
 cargo build -q --release -p harness
-pgharness=${CARGO_TARGET_DIR:-target}/release/pgharness
 declare -A port pid
-pg_dirs=()
-cleanup() {
-    for v in single sharded; do [[ -n ${pid[$v]:-} ]] && kill "${pid[$v]}" 2>/dev/null; done
-    wait 2>/dev/null || true
-    for d in "${pg_dirs[@]}"; do [[ -f $d/pgharness.meta ]] && "$pgharness" stop --dir "$d" >/dev/null 2>&1; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 start_pg() {
-    local dir=$work/pg$1 p
-    pg_dirs+=("$dir")
-    p=$("$pgharness" start --dir "$dir" --auth trust --set fsync=off --set synchronous_commit=off --set max_prepared_transactions=20 | sed -n 's/^PGPORT=//p')
-    "$pgharness" psql --dir "$dir" -c "CREATE ROLE bench LOGIN" >/dev/null
-    "$pgharness" psql --dir "$dir" -c "CREATE DATABASE bench OWNER bench" >/dev/null
+    local p
+    p=$(stand_start_server "$1" --set fsync=off --set synchronous_commit=off --set max_prepared_transactions=20)
     pgbench -q -i -s 2 -h 127.0.0.1 -p "$p" -U bench bench >/dev/null 2>&1
     psql -X -q -h 127.0.0.1 -p "$p" -U bench bench \
         -c "CREATE TABLE copy_target (aid int PRIMARY KEY, bid int, abalance int, filler char(84))" >/dev/null
@@ -83,77 +71,20 @@ single_port=$(start_pg single)
 shard_ports=()
 for i in 0 1 2 3; do shard_ports+=("$(start_pg "$i")"); done
 
-common() {
-    cat <<TOML
-[general]
-listen_addr = "127.0.0.1"
-listen_port = $1
-log_level = "warn"
-auth_method = "trust"
-
-[pool]
-pool_mode = "transaction"
-pool_size = 20
-$(printf '%s\n' "${pool_lines[@]}")
-
-[[users]]
-name = "bench"
-password = "unused"
-
-[[databases]]
-name = "bench"
-TOML
-}
-port[single]=$(free_port)
-{ common "${port[single]}"; printf 'host = "127.0.0.1"\nport = %s\n' "$single_port"; } >"$work/single.toml"
-port[sharded]=$(free_port)
-{
-    common "${port[sharded]}"
-    echo 'unsharded_tables = "omnisharded"'
-    for p in "${shard_ports[@]}"; do printf '\n[[databases.shards]]\nhost = "127.0.0.1"\nport = %s\n' "$p"; done
-    printf '\n[[databases.sharded_tables]]\nname = "pgbench_accounts"\ncolumn = "aid"\ntype = "integer"\n'
-    printf '\n[[databases.sharded_tables]]\nname = "copy_target"\ncolumn = "aid"\ntype = "integer"\n'
-} >"$work/sharded.toml"
+stand_pool_lines=("${pool_lines[@]}")
+port[single]=$(stand_free_port)
+{ stand_config_head "${port[single]}" 20; printf 'host = "127.0.0.1"\nport = %s\n' "$single_port"; } >"$work/single.toml"
+port[sharded]=$(stand_free_port)
+stand_database_lines=('unsharded_tables = "omnisharded"')
+stand_sharded_config "${port[sharded]}" 20 pgbench_accounts:aid:integer copy_target:aid:integer \
+    "${shard_ports[*]}" >"$work/sharded.toml"
 for v in single sharded; do
-    "$pgvia" --config "$work/$v.toml" >"$work/$v.log" 2>&1 &
-    pid[$v]=$!
+    stand_spawn "$pgvia" --config "$work/$v.toml" >"$work/$v.log" 2>&1
+    pid[$v]=$stand_pid
 done
-for v in single sharded; do
-    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/${port[$v]}") 2>/dev/null && break; sleep 0.1; done
-done
+for v in single sharded; do stand_wait_port "${port[$v]}"; done
 
-results=$work/results.tsv
-for args in "${workloads[@]}"; do
-    for r in $(seq "$rounds"); do
-        for v in single sharded; do
-            before=$(cpu_ticks "${pid[$v]}")
-            # shellcheck disable=SC2086 # ARGS is a list of pgbench options
-            out=$(pgbench -n $args -T "$secs" -h 127.0.0.1 -p "${port[$v]}" -U bench bench 2>&1) || true
-            after=$(cpu_ticks "${pid[$v]}")
-            tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out")
-            tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
-            [[ -n $tps && ${tx:-0} -gt 0 ]] || { echo "$out" >&2; echo "shard.sh: pgbench failed ($v)" >&2; exit 1; }
-            cpu=$(python3 -c "print(f'{($after - $before) / 100 / $tx * 1000:.4f}')")
-            printf '%s\t%s\t%s\t%s\t%s\n' "${args/$work\//}" "$v" "$r" "$tps" "$cpu" | tee -a "$results"
-        done
-    done
-done
-if ((${#workloads[@]})); then
-python3 - "$results" <<'PY'
-import statistics, sys
-from collections import defaultdict
-runs = defaultdict(lambda: defaultdict(list))
-for line in open(sys.argv[1]):
-    args, build, _, tps, cpu = line.rstrip("\n").split("\t")
-    runs[args][build].append((float(tps), float(cpu)))
-print("\nworkload | TPS single | TPS sharded | sharded/single | CPU s/1k tx single | sharded | sharded/single")
-for args, by in runs.items():
-    tps = {b: statistics.median(t for t, _ in by[b]) for b in ("single", "sharded")}
-    cpu = {b: statistics.median(c for _, c in by[b]) for b in ("single", "sharded")}
-    print(f"{args} | {tps['single']:.0f} | {tps['sharded']:.0f} | {tps['sharded'] / tps['single']:.3f} | "
-          f"{cpu['single']:.4f} | {cpu['sharded']:.4f} | {cpu['sharded'] / cpu['single']:.3f}")
-PY
-fi
+((${#workloads[@]} == 0)) || stand_interleave single sharded "$rounds" "$secs" "${workloads[@]}"
 
 if ((copy_rows > 0)); then
     data=$work/copy.csv
@@ -172,12 +103,12 @@ for i in range(1, int(sys.argv[2]) + 1):
             done
             target_port=$single_port
             [[ $v == sharded ]] && target_port=${port[sharded]}
-            before=$(cpu_ticks "${pid[sharded]}")
+            before=$(stand_cpu_ticks "${pid[sharded]}")
             t0=$(date +%s.%N)
             psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$target_port" -U bench bench \
                 -c "\\copy copy_target FROM '$data' WITH (FORMAT csv)" >/dev/null
             t1=$(date +%s.%N)
-            after=$(cpu_ticks "${pid[sharded]}")
+            after=$(stand_cpu_ticks "${pid[sharded]}")
             # Every row loaded, and only once: counted on the servers themselves.
             loaded=0
             if [[ $v == direct ]]; then servers=("$single_port"); else servers=("${shard_ports[@]}"); fi

@@ -1,12 +1,35 @@
 # shellcheck shell=bash
-# A throwaway PostgreSQL 15 and pgvia configurations for the single-purpose bench scripts
-# (compare-builds.sh, flamegraph.sh). Source it after scripts/lib/setup.sh, from the repository root.
+# Throwaway PostgreSQL 15 servers, pgvia configurations and the timing helpers the single-purpose
+# bench scripts share (compare-builds.sh, flamegraph.sh, idle-memory.sh, shard.sh, merge.sh). Source
+# it after scripts/lib/setup.sh, from the repository root.
 #
+#   stand_workdir NAME [DIR]      makes the work directory stand_work (a fresh mktemp one, or DIR
+#                                 emptied) and sets the EXIT trap that kills what stand_spawn
+#                                 started, stops every cluster and removes the directory
+#                                 (BENCH_KEEP=1 keeps it)
+#   stand_spawn CMD ...           runs CMD in the background; its pid is stand_pid
+#   stand_cpu_ticks PID           the process's user + system CPU ticks (1/100 s)
+#   stand_pgbench PID PORT SECS ARGS
+#                                 runs pgbench ARGS for SECS against PORT; prints "TPS<tab>CPU",
+#                                 CPU being PID's seconds per 1,000 transactions
+#   stand_interleave A B ROUNDS SECS WORKLOAD ...
+#                                 runs each pgbench WORKLOAD ROUNDS times against pgvia A, then B
+#                                 (their ports and pids in the arrays port and pid, indexed by
+#                                 A and B), prints each run and then stand_medians' table
+#   stand_medians FILE A B        FILE's lines "workload<tab>variant<tab>round<tab>TPS<tab>CPU";
+#                                 prints the medians of variants A and B and the B/A ratios
+#   stand_start_server NAME ARGS  a trust cluster under stand_work with role and database bench;
+#                                 ARGS go to pgharness start (--set ...); prints its port
+#   stand_config_head PORT POOL   a trust, transaction-mode configuration up to database bench's
+#                                 first lines, with the lines of the arrays stand_pool_lines and
+#                                 stand_database_lines in [pool] and [[databases]]
+#   stand_sharded_config PORT POOL TABLE:COLUMN:TYPE ... PORTS
+#                                 the same with database bench sharded over the servers listening
+#                                 on PORTS (a space-separated list)
 #   stand_start_pg WORK AUTH      AUTH is trust or scram; sets stand_pg_port, creates role and
 #                                 database bench, pgbench -i -s 10, fsync off
 #   stand_pgvia_config FILE PORT  writes a transaction-mode configuration, pool of 20
 #   stand_wait_port PORT          waits until something listens on 127.0.0.1:PORT
-#   stand_stop_pg WORK            stops the cluster (call from the caller's EXIT trap)
 #
 # With AUTH scram the role bench has a SCRAM-SHA-256 verifier of iteration count 1, given to pgvia
 # as it is in pg_authid, and pgvia logs in to PostgreSQL with SCRAM as well, as in scripts/bench:
@@ -81,9 +104,127 @@ stand_wait_port() {
     return 1
 }
 
-stand_stop_pg() {
-    [[ -f $1/pg/pgharness.meta ]] && "$stand_pgharness" stop --dir "$1/pg" >/dev/null 2>&1
-    return 0
+stand_pids=() stand_pool_lines=() stand_database_lines=()
+stand_workdir() {
+    if [[ -n ${2:-} ]]; then
+        stand_work=$2
+        rm -rf "$stand_work"
+        mkdir -p "$stand_work"
+    else
+        stand_work=$(mktemp -d "/var/tmp/pgvia-$1.XXXXXX")
+    fi
+    # PostgreSQL runs as another user when the bench runs as root.
+    chmod 755 "$stand_work"
+    trap stand_cleanup EXIT
+}
+
+stand_cleanup() {
+    local p d
+    for p in "${stand_pids[@]}"; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null || true
+    # Every cluster under the work directory: servers started in a command substitution are
+    # not known to this shell.
+    for d in "$stand_work"/*/pgharness.meta; do
+        [[ -f $d ]] && "$stand_pgharness" stop --dir "${d%/pgharness.meta}" >/dev/null 2>&1
+    done
+    [[ ${BENCH_KEEP:-0} == 1 ]] || rm -rf "$stand_work"
+}
+
+stand_spawn() {
+    "$@" &
+    stand_pid=$!
+    stand_pids+=("$stand_pid")
+}
+
+stand_cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+stand_pgbench() {
+    local pid=$1 port=$2 secs=$3 args=$4 before after out tps tx
+    before=$(stand_cpu_ticks "$pid")
+    # shellcheck disable=SC2086 # ARGS is a list of pgbench options
+    out=$(pgbench -n $args -T "$secs" -h 127.0.0.1 -p "$port" -U bench bench 2>&1) || true
+    after=$(stand_cpu_ticks "$pid")
+    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out")
+    tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+    [[ -n $tps && ${tx:-0} -gt 0 ]] || { echo "$out" >&2; echo "pgbench failed on port $port" >&2; return 1; }
+    printf '%s\t%s\n' "$tps" "$(python3 -c "print(f'{($after - $before) / 100 / $tx * 1000:.4f}')")"
+}
+
+stand_interleave() {
+    local a=$1 b=$2 rounds=$3 secs=$4 results=$stand_work/results.tsv args r v tps_cpu
+    shift 4
+    for args in "$@"; do
+        for r in $(seq "$rounds"); do
+            for v in "$a" "$b"; do
+                tps_cpu=$(stand_pgbench "${pid[$v]}" "${port[$v]}" "$secs" "$args") || return 1
+                printf '%s\t%s\t%s\t%s\n' "${args/$stand_work\//}" "$v" "$r" "$tps_cpu" | tee -a "$results"
+            done
+        done
+    done
+    stand_medians "$results" "$a" "$b"
+}
+
+stand_medians() {
+    python3 - "$@" <<'PY'
+import statistics, sys
+from collections import defaultdict
+path, a, b = sys.argv[1:4]
+runs = defaultdict(lambda: defaultdict(list))
+for line in open(path):
+    args, variant, _, tps, cpu = line.rstrip("\n").split("\t")
+    runs[args][variant].append((float(tps), float(cpu)))
+print(f"\nworkload | TPS {a} | TPS {b} | {b}/{a} | CPU s/1k tx {a} | {b} | {b}/{a}")
+for args, by in runs.items():
+    tps = {v: statistics.median(t for t, _ in by[v]) for v in (a, b)}
+    cpu = {v: statistics.median(c for _, c in by[v]) for v in (a, b)}
+    print(f"{args} | {tps[a]:.0f} | {tps[b]:.0f} | {tps[b] / tps[a]:.3f} | "
+          f"{cpu[a]:.4f} | {cpu[b]:.4f} | {cpu[b] / cpu[a]:.3f}")
+PY
+}
+
+stand_start_server() {
+    local dir=$stand_work/pg$1 p
+    shift
+    p=$("$stand_pgharness" start --dir "$dir" --auth trust "$@" | sed -n 's/^PGPORT=//p')
+    [[ -n $p ]] || { echo "stand: pgharness start failed" >&2; return 1; }
+    "$stand_pgharness" psql --dir "$dir" -c "CREATE ROLE bench LOGIN" >/dev/null
+    "$stand_pgharness" psql --dir "$dir" -c "CREATE DATABASE bench OWNER bench" >/dev/null
+    echo "$p"
+}
+
+stand_config_head() {
+    cat <<TOML
+[general]
+listen_addr = "127.0.0.1"
+listen_port = $1
+log_level = "warn"
+auth_method = "trust"
+
+[pool]
+pool_mode = "transaction"
+pool_size = $2
+$(printf '%s\n' "${stand_pool_lines[@]}")
+
+[[users]]
+name = "bench"
+password = "unused"
+
+[[databases]]
+name = "bench"
+$(printf '%s\n' "${stand_database_lines[@]}")
+TOML
+}
+
+stand_sharded_config() {
+    local port=$1 pool=$2 table p name column type
+    shift 2
+    local ports=${*: -1}
+    stand_config_head "$port" "$pool"
+    for p in $ports; do printf '\n[[databases.shards]]\nhost = "127.0.0.1"\nport = %s\n' "$p"; done
+    for table in "${@:1:$#-1}"; do
+        IFS=: read -r name column type <<<"$table"
+        printf '\n[[databases.sharded_tables]]\nname = "%s"\ncolumn = "%s"\ntype = "%s"\n' "$name" "$column" "$type"
+    done
 }
 
 stand_free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
