@@ -5,7 +5,7 @@
 //! Timestamps with time zone come out as UTC (`+00`); that text is only ever read back by
 //! this module or compared as an instant, never sent to a client.
 
-use crate::accum::{element_of, parse_array};
+use crate::array_text::{element_of, parse_array, quote_element};
 use crate::error::MergeError;
 use crate::numeric::Numeric;
 use crate::value::{self, format_f32, format_f64, Class};
@@ -339,7 +339,7 @@ fn array_text(b: &[u8], oid: u32, elem: u32) -> Result<Vec<u8>, MergeError> {
         }
         let e = b.get(p..p + n as usize).ok_or_else(|| bad(oid, "element"))?;
         p += n as usize;
-        crate::listagg::quote_element(&mut out, &to_text(elem, e)?);
+        quote_element(&mut out, &to_text(elem, e)?);
     }
     out.push(b'}');
     Ok(out)

@@ -7,8 +7,8 @@ use std::cmp::Ordering;
 use pg_raw_parse::nodes::{A_Expr_Kind, BoolExprType, NullTestType};
 use pg_raw_parse::{ConstValue, Node};
 
+use crate::column::ColRef;
 use crate::error::MergeError;
-use crate::plan::ColRef;
 use crate::value::{self, Class, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

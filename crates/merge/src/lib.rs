@@ -37,8 +37,10 @@
 
 mod accum;
 mod agg;
+mod array_text;
 mod binary;
 mod colocate;
+mod column;
 mod compute_first;
 mod cte;
 mod error;

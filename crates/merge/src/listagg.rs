@@ -3,8 +3,8 @@
 //! the merge interleaves the shards' runs by those keys and prints the result the way
 //! PostgreSQL prints the single-node aggregate.
 
-use crate::accum::{element_of, parse_array};
 use crate::agg::{ListAgg, ListFunc};
+use crate::array_text::{element_of, parse_array, quote_element};
 use crate::error::MergeError;
 use crate::value::{self, Class, Value};
 
@@ -179,26 +179,4 @@ fn nulls_first_ord(nulls_first: bool) -> std::cmp::Ordering {
     } else {
         std::cmp::Ordering::Greater
     }
-}
-
-/// An array element as `array_out` prints it: quoted when empty, `NULL`-like, or holding
-/// quotes, backslashes, braces, commas or white space.
-pub(crate) fn quote_element(out: &mut Vec<u8>, v: &[u8]) {
-    let needs = v.is_empty()
-        || v.eq_ignore_ascii_case(b"NULL")
-        || v.iter().any(|c| {
-            matches!(c, b'"' | b'\\' | b'{' | b'}' | b',' | b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c')
-        });
-    if !needs {
-        out.extend_from_slice(v);
-        return;
-    }
-    out.push(b'"');
-    for &c in v {
-        if c == b'"' || c == b'\\' {
-            out.push(b'\\');
-        }
-        out.push(c);
-    }
-    out.push(b'"');
 }

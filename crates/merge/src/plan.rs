@@ -12,18 +12,11 @@ use pg_raw_parse::{ConstValue, Node};
 
 use crate::agg::{self, AggSpec};
 use crate::colocate::{self, Placement};
+use crate::column::ColRef;
 use crate::error::MergeError;
 use crate::having::{self, Cond};
 use crate::lex::{self, Kind, Tok};
 use crate::scan;
-
-/// A column of the merged rows: one of the client's, or a hidden one (sort key, group key,
-/// aggregate HAVING needs) the shard query carries and the merger strips.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ColRef {
-    Visible(usize),
-    Hidden(usize),
-}
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SortKey {

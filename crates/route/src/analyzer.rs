@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use crate::analysis::Analysis;
 use crate::cache::{AnalysisCache, KeyRef, Stored};
-use crate::functions::UserFunctions;
 use crate::guard::Engine;
 use crate::model::{Outcome, StatementKind};
 use crate::options::{AnalyzerOptions, OptionsError};
 use crate::shape;
 use crate::stats::{AnalyzerStats, Counter, Counters};
+use crate::user_functions::UserFunctions;
 use crate::walk::Limits;
 
 /// Analyses SQL for routing, with a shared cache. Build one per configuration and share it

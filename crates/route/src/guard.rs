@@ -8,11 +8,11 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::analysis::Analysis;
-use crate::functions::UserFunctions;
 use crate::hints;
 use crate::model::Outcome;
 use crate::scratch::Scratch;
 use crate::store::HintData;
+use crate::user_functions::UserFunctions;
 use crate::walk::{Abort, Limits, Walker};
 
 /// Everything analysis needs besides the query: compiled from the options once.
@@ -76,7 +76,7 @@ fn parse_and_walk(engine: &Engine, s: &mut Scratch, sql: &str, param_oids: &[u32
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::functions::UserFunctions;
+    use crate::user_functions::UserFunctions;
 
     fn engine() -> Engine {
         Engine {

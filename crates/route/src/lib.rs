@@ -47,12 +47,14 @@ pub mod lex;
 mod model;
 mod options;
 mod predicates;
+mod scope;
 mod scratch;
 mod shape;
 mod shard_keys;
 mod stats;
 mod store;
 mod tag;
+mod user_functions;
 mod walk;
 
 pub use analysis::{

@@ -11,7 +11,8 @@ use pg_raw_parse::nodes::{A_Expr, A_Expr_Kind, BoolExprType};
 use pg_raw_parse::Node;
 
 use crate::model::PredicateOp;
-use crate::predicates::{column_parts, operator, FromScope};
+use crate::predicates::{column_parts, operator};
+use crate::scope::FromScope;
 use crate::scratch::range;
 use crate::store::{CondData, PredData};
 use crate::walk::{Walker, W};

@@ -16,12 +16,12 @@ use pg_raw_parse::nodes::{
 use pg_raw_parse::nodes::{LockClauseStrength, OnCommitAction};
 use pg_raw_parse::Node;
 
-use crate::functions::UserFunctions;
 use crate::model::{Access, RowLock};
-use crate::predicates::FromScope;
+use crate::scope::FromScope;
 use crate::scratch::range;
 use crate::scratch::Scratch;
 use crate::store::{EffectData, Range32, TableData};
+use crate::user_functions::UserFunctions;
 
 /// Scopes with more CTE names than this get a hash index.
 const CTE_INDEX_THRESHOLD: usize = 32;

@@ -19,9 +19,10 @@ use super::rows::{merged_sort_keys, text_cell, Row, MALLOC_BYTES};
 use super::{Group, Merger, TextOrder};
 use crate::accum::ACC_BYTES;
 use crate::binary;
+use crate::column::ColRef;
 use crate::error::MergeError;
 use crate::having;
-use crate::plan::{ColRef, OutCol};
+use crate::plan::OutCol;
 use crate::spill::{self, io_error, SpillFile, FANOUT, MAX_LEVEL};
 use crate::value::{self, Class};
 

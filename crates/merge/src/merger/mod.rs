@@ -17,8 +17,9 @@ use wire::backend::BackendMessage;
 
 use crate::accum::Acc;
 use crate::binary;
+use crate::column::ColRef;
 use crate::error::MergeError;
-use crate::plan::{ColRef, Count, Distinct, MergePlan, OutCol, PlanKind, Spec};
+use crate::plan::{Count, Distinct, MergePlan, OutCol, PlanKind, Spec};
 use crate::spill::SpillStore;
 use crate::value::{Class, Value};
 
