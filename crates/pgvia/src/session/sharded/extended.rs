@@ -19,6 +19,37 @@ use crate::prepared::is_reserved_name;
 use crate::session::error::SessionError;
 use crate::sharding::{self, Params};
 
+/// The buffers a batch is written into, kept between batches so that a batch allocates none
+/// (unless it outgrows them).
+#[derive(Default)]
+pub(super) struct BatchBuffers {
+    payload: BytesMut,
+    parse_drops: Vec<bool>,
+    kept: Kept,
+}
+
+/// Buffers grown past this by a large batch are let go rather than kept for the session's life.
+const KEEP_CAPACITY: usize = 64 * 1024;
+
+impl BatchBuffers {
+    fn take(&mut self) -> BatchBuffers {
+        let mut b = std::mem::take(self);
+        b.payload.clear();
+        b.parse_drops.clear();
+        b.kept.bytes.clear();
+        b.kept.uses.clear();
+        b
+    }
+
+    fn give_back(&mut self, mut used: BatchBuffers) {
+        // A finished batch keeps no statement alive.
+        used.kept.uses.clear();
+        if used.payload.capacity() <= KEEP_CAPACITY && used.kept.bytes.capacity() <= KEEP_CAPACITY {
+            *self = used;
+        }
+    }
+}
+
 /// A Parse of the unnamed statement with `sql` and `types`.
 pub(super) fn parse_frame(out: &mut BytesMut, sql: &[u8], types: &[u32]) {
     wire::build::frame(out, fe::PARSE, |b| {
@@ -129,16 +160,14 @@ impl ShardedSession<'_> {
             return self.batch_units(frames).await;
         }
         let search_path = self.search_path();
-        let mut payload = BytesMut::new();
-        let mut parse_drops = Vec::new();
+        let BatchBuffers { mut payload, mut parse_drops, mut kept } = self.buffers.take();
         let mut needed = ShardSet::EMPTY;
         let mut writes = false;
         let mut bound = false;
         let mut merge: Option<Merge> = None;
         let mut replicated = true;
-        // The same batch with the statements kept on the server (`kept.rs`), used when it
-        // goes to one shard and no Bind is rewritten.
-        let mut kept = Kept::default();
+        // `kept` is the same batch with the statements kept on the server (`kept.rs`), used
+        // when it goes to one shard and no Bind is rewritten.
         let mut keepable = self.registrar.is_some();
         let mut note = ServerNote::Nothing;
         for (at, frame) in frames.iter().enumerate() {
@@ -172,7 +201,7 @@ impl ShardedSession<'_> {
                         Some(k) => kept.client_parse(k.stmt(), at == 0),
                         None => keepable = false,
                     }
-                    self.statements.insert(p.name.to_owned(), statement);
+                    self.statements.insert(p.name, statement);
                 }
                 FrontendMessage::Bind(b) => {
                     let Some(stmt) = self.statements.get(b.statement) else {
@@ -226,7 +255,7 @@ impl ShardedSession<'_> {
                         note = ServerNote::SchemaChange;
                     }
                     needed = needed.union(set);
-                    self.portals.insert(b.portal.to_owned(), set);
+                    self.portals.insert(b.portal, set);
                     bound = true;
                     let select = analysis.len() == 1
                         && analysis
@@ -400,6 +429,7 @@ impl ShardedSession<'_> {
         } else {
             self.exchange(targets, super::io::Payload::Same(&payload), combine, &parse_drops, writes).await?;
         }
+        self.buffers.give_back(BatchBuffers { payload, parse_drops, kept });
         // Portals end with their transaction.
         if matches!(self.tx, Tx::Idle) {
             self.portals.clear();
@@ -561,7 +591,7 @@ impl ShardedSession<'_> {
         if let Some((name, types)) = parsed {
             let analysis = self.app.analyzer.analyze_bytes(&sql, &types);
             let statement = self.client_statement(sql, types, analysis);
-            self.statements.insert(name, statement);
+            self.statements.insert(&name, statement);
         }
         Some((control, n))
     }

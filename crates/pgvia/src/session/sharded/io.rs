@@ -88,7 +88,8 @@ pub(super) struct Outcome {
 impl ShardedSession<'_> {
     /// Reads until the client has sent a whole exchange.
     pub(super) async fn next_unit(&mut self) -> Result<Unit, SessionError> {
-        let mut batch: Vec<Bytes> = Vec::new();
+        // Room for a Parse, Bind, Describe, Execute and Sync without growing.
+        let mut batch: Vec<Bytes> = Vec::with_capacity(8);
         let mut batch_bytes = 0usize;
         loop {
             while let Some(len) = self.decoder.peek_len(&self.from_client)? {

@@ -268,7 +268,7 @@ impl ShardedSession<'_> {
                 let analysis = self.app.analyzer.analyze_bytes(p.query, &types);
                 let sql = Bytes::copy_from_slice(p.query);
                 let statement = self.client_statement(sql, types, analysis);
-                self.statements.insert(p.name.to_owned(), statement);
+                self.statements.insert(p.name, statement);
             }
         }
         let binds: Vec<&Bytes> = frames.iter().filter(|f| f[0] == fe::BIND).collect();

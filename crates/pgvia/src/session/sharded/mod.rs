@@ -12,6 +12,7 @@
 //! there on first use (`kept.rs`); a batch for several shards parses the statement unnamed
 //! in front of each Bind.
 
+mod by_name;
 mod control;
 mod copy;
 mod extended;
@@ -23,7 +24,6 @@ mod subquery;
 pub mod two_phase;
 pub mod unique_id;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -92,14 +92,16 @@ pub struct ShardedSession<'a> {
     pub to_client: BytesMut,
     held: Vec<Option<Checkout>>,
     tx: Tx,
-    statements: HashMap<String, ClientStatement>,
+    statements: by_name::ByName<ClientStatement>,
     /// Registers the client's statements (`None` when the pool does not keep statements on
     /// its servers, as in session mode); its own name map stays empty.
     registrar: Option<crate::prepared::ClientStatements>,
     /// What the next query sent does to the statements its servers hold.
     note: kept::ServerNote,
-    /// Which shards hold each portal the client bound (the unnamed one under "").
-    portals: HashMap<String, ShardSet>,
+    /// Which shards hold each portal the client bound.
+    portals: by_name::ByName<ShardSet>,
+    /// Reused by every extended-protocol batch.
+    buffers: extended::BatchBuffers,
     /// `SET pgvia.shard` / `SET pgvia.sharding_key`.
     hint_shard: Option<ShardId>,
     hint_key: Option<String>,
@@ -167,8 +169,9 @@ impl<'a> ShardedSession<'a> {
             tx: Tx::Idle,
             registrar,
             note: kept::ServerNote::Nothing,
-            statements: HashMap::new(),
-            portals: HashMap::new(),
+            statements: Default::default(),
+            portals: Default::default(),
+            buffers: Default::default(),
             hint_shard: None,
             hint_key: None,
             turn: 0,
