@@ -50,4 +50,4 @@ for v in old new; do
 done
 for v in old new; do stand_wait_port "${port[$v]}"; done
 
-stand_interleave old new "$rounds" "$secs" "${workloads[@]}"
+stand_interleave "old new" "$rounds" "$secs" "${workloads[@]}"

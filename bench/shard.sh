@@ -84,7 +84,7 @@ for v in single sharded; do
 done
 for v in single sharded; do stand_wait_port "${port[$v]}"; done
 
-((${#workloads[@]} == 0)) || stand_interleave single sharded "$rounds" "$secs" "${workloads[@]}"
+((${#workloads[@]} == 0)) || stand_interleave "single sharded" "$rounds" "$secs" "${workloads[@]}"
 
 if ((copy_rows > 0)); then
     data=$work/copy.csv

@@ -12,12 +12,12 @@
 #   stand_pgbench PID PORT SECS ARGS
 #                                 runs pgbench ARGS for SECS against PORT; prints "TPS<tab>CPU",
 #                                 CPU being PID's seconds per 1,000 transactions
-#   stand_interleave A B ROUNDS SECS WORKLOAD ...
-#                                 runs each pgbench WORKLOAD ROUNDS times against pgvia A, then B
+#   stand_interleave "A B ..." ROUNDS SECS WORKLOAD ...
+#                                 runs each pgbench WORKLOAD ROUNDS times against A, then B, ...
 #                                 (their ports and pids in the arrays port and pid, indexed by
-#                                 A and B), prints each run and then stand_medians' table
-#   stand_medians FILE A B        FILE's lines "workload<tab>variant<tab>round<tab>TPS<tab>CPU";
-#                                 prints the medians of variants A and B and the B/A ratios
+#                                 the variants' names), prints each run and then stand_medians'
+#   stand_medians FILE A B ...    FILE's lines "workload<tab>variant<tab>round<tab>TPS<tab>CPU";
+#                                 prints each variant's medians and their ratios to A's
 #   stand_start_server NAME ARGS  a trust cluster under stand_work with role and database bench;
 #                                 ARGS go to pgharness start (--set ...); prints its port
 #   stand_config_head PORT POOL   a trust, transaction-mode configuration up to database bench's
@@ -151,34 +151,38 @@ stand_pgbench() {
 }
 
 stand_interleave() {
-    local a=$1 b=$2 rounds=$3 secs=$4 results=$stand_work/results.tsv args r v tps_cpu
-    shift 4
+    local variants=$1 rounds=$2 secs=$3 results=$stand_work/results.tsv args r v tps_cpu
+    shift 3
     for args in "$@"; do
         for r in $(seq "$rounds"); do
-            for v in "$a" "$b"; do
+            for v in $variants; do
                 tps_cpu=$(stand_pgbench "${pid[$v]}" "${port[$v]}" "$secs" "$args") || return 1
                 printf '%s\t%s\t%s\t%s\n' "${args/$stand_work\//}" "$v" "$r" "$tps_cpu" | tee -a "$results"
             done
         done
     done
-    stand_medians "$results" "$a" "$b"
+    # shellcheck disable=SC2086 # the variants are words
+    stand_medians "$results" $variants
 }
 
 stand_medians() {
     python3 - "$@" <<'PY'
 import statistics, sys
 from collections import defaultdict
-path, a, b = sys.argv[1:4]
+path, base, others = sys.argv[1], sys.argv[2], sys.argv[3:]
 runs = defaultdict(lambda: defaultdict(list))
 for line in open(path):
     args, variant, _, tps, cpu = line.rstrip("\n").split("\t")
     runs[args][variant].append((float(tps), float(cpu)))
-print(f"\nworkload | TPS {a} | TPS {b} | {b}/{a} | CPU s/1k tx {a} | {b} | {b}/{a}")
+head = [f"TPS {base}"] + [f"TPS {o} | {o}/{base}" for o in others]
+head += [f"CPU s/1k tx {base}"] + [f"{o} | {o}/{base}" for o in others]
+print("\nworkload | " + " | ".join(head))
 for args, by in runs.items():
-    tps = {v: statistics.median(t for t, _ in by[v]) for v in (a, b)}
-    cpu = {v: statistics.median(c for _, c in by[v]) for v in (a, b)}
-    print(f"{args} | {tps[a]:.0f} | {tps[b]:.0f} | {tps[b] / tps[a]:.3f} | "
-          f"{cpu[a]:.4f} | {cpu[b]:.4f} | {cpu[b] / cpu[a]:.3f}")
+    tps = {v: statistics.median(t for t, _ in by[v]) for v in [base] + others}
+    cpu = {v: statistics.median(c for _, c in by[v]) for v in [base] + others}
+    cells = [f"{tps[base]:.0f}"] + [f"{tps[o]:.0f} | {tps[o] / tps[base]:.3f}" for o in others]
+    cells += [f"{cpu[base]:.4f}"] + [f"{cpu[o]:.4f} | {cpu[o] / cpu[base]:.3f}" for o in others]
+    print(f"{args} | " + " | ".join(cells))
 PY
 }
 
