@@ -1,8 +1,10 @@
 //! Extended-protocol messages on a sharded database. The client's prepared statements are
-//! kept by the session; servers hold only the unnamed statement, parsed again in front of
-//! each Bind or Describe that names one (its ParseComplete dropped), so the statement can run
-//! on whichever shard its parameters choose, on any server of that shard. The client's own
-//! Parse goes to the shards of its batch, so errors in the text come from PostgreSQL itself.
+//! kept by the session. A batch for one shard goes with its Binds and Describes renamed to the
+//! statement as shard servers keep it (`kept.rs`: parsed once per server, under pgvia's
+//! name); a batch for several shards, or one whose Bind is rewritten for a merge, has the
+//! statement parsed unnamed in front of each Bind or Describe (its ParseComplete dropped), so
+//! it runs on whichever shard its parameters choose, on any server of that shard. The client's
+//! own Parse goes to the shards of its batch, so errors in the text come from PostgreSQL itself.
 
 use std::sync::Arc;
 
