@@ -64,18 +64,28 @@ pub(super) fn parse_frame(out: &mut BytesMut, sql: &[u8], types: &[u32]) {
     });
 }
 
+/// A Bind's body cut around its statement name: the portal name with its NUL, and what
+/// follows the statement name's NUL. None for a body without the two names (never the case
+/// for a frame `FrontendMessage::parse_body` accepted).
+fn split_bind(frame: &[u8]) -> Option<(&[u8], &[u8])> {
+    let body = frame.get(5..)?;
+    let portal_end = body.iter().position(|&c| c == 0)?;
+    let after_portal = &body[portal_end + 1..];
+    let stmt_end = after_portal.iter().position(|&c| c == 0)?;
+    Some((&body[..=portal_end], &after_portal[stmt_end + 1..]))
+}
+
 /// `frame` (a Bind) with its statement name replaced by the unnamed statement's.
 /// With `one_format = Some((n, code))`, the Bind's last `n` result
 /// format codes (all `code`) become the single code `code`: the shards' query has hidden
 /// columns the client's per-column list does not count (pgx sends one code per column).
 fn bind_unnamed_formats(out: &mut BytesMut, frame: &[u8], one_format: Option<(usize, i16)>) {
-    let body = &frame[5..];
-    let portal_end = body.iter().position(|&b| b == 0).unwrap_or(body.len());
-    let stmt_end =
-        body[portal_end + 1..].iter().position(|&b| b == 0).map_or(body.len(), |p| portal_end + 1 + p);
-    let rest = body.get(stmt_end + 1..).unwrap_or_default();
+    let Some((portal, rest)) = split_bind(frame) else {
+        out.extend_from_slice(frame);
+        return;
+    };
     wire::build::frame(out, fe::BIND, |b| {
-        b.extend_from_slice(&body[..=portal_end]);
+        b.extend_from_slice(portal);
         b.put_u8(0);
         match one_format {
             // The result format codes are the message's last 2 + 2n bytes.
@@ -92,13 +102,12 @@ fn bind_unnamed_formats(out: &mut BytesMut, frame: &[u8], one_format: Option<(us
 /// `frame` (a Bind) naming the server's statement `name_cstr` (with its NUL) instead of the
 /// client's.
 fn bind_renamed(out: &mut BytesMut, frame: &[u8], name_cstr: &[u8]) {
-    let body = &frame[5..];
-    let portal_end = body.iter().position(|&b| b == 0).unwrap_or(body.len());
-    let stmt_end =
-        body[portal_end + 1..].iter().position(|&b| b == 0).map_or(body.len(), |p| portal_end + 1 + p);
-    let rest = body.get(stmt_end + 1..).unwrap_or_default();
+    let Some((portal, rest)) = split_bind(frame) else {
+        out.extend_from_slice(frame);
+        return;
+    };
     wire::build::frame(out, fe::BIND, |b| {
-        b.extend_from_slice(&body[..=portal_end]);
+        b.extend_from_slice(portal);
         b.extend_from_slice(name_cstr);
         b.extend_from_slice(rest);
     });
@@ -641,7 +650,48 @@ fn is_control(kind: StatementKind) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::may_be_control;
+    use super::{bind_renamed, bind_unnamed_formats, may_be_control, split_bind};
+    use bytes::BytesMut;
+
+    /// A Bind of portal "p" and statement `stmt`: no parameter format codes, one text
+    /// parameter "42", result format codes `codes`.
+    fn bind(stmt: &[u8], codes: &[i16]) -> BytesMut {
+        let mut out = BytesMut::new();
+        wire::build::frame(&mut out, b'B', |b| {
+            b.extend_from_slice(b"p\0");
+            b.extend_from_slice(stmt);
+            b.extend_from_slice(b"\0\0\0\0\x01\0\0\0\x0242");
+            b.extend_from_slice(&(codes.len() as i16).to_be_bytes());
+            for c in codes {
+                b.extend_from_slice(&c.to_be_bytes());
+            }
+        });
+        out
+    }
+
+    #[test]
+    fn a_bind_is_renamed_and_its_result_codes_folded_into_one() {
+        let frame = bind(b"s1", &[1, 1, 1]);
+        let (portal, rest) = split_bind(&frame).expect("a Bind");
+        assert_eq!(portal, b"p\0");
+        assert_eq!(rest, &frame[frame.len() - rest.len()..]);
+        let mut renamed = BytesMut::new();
+        bind_renamed(&mut renamed, &frame, b"pgvia_7\0");
+        assert_eq!(renamed, bind(b"pgvia_7", &[1, 1, 1]));
+        let mut unnamed = BytesMut::new();
+        bind_unnamed_formats(&mut unnamed, &frame, None);
+        assert_eq!(unnamed, bind(b"", &[1, 1, 1]));
+        unnamed.clear();
+        bind_unnamed_formats(&mut unnamed, &frame, Some((3, 1)));
+        assert_eq!(unnamed, bind(b"", &[1]));
+    }
+
+    #[test]
+    fn a_body_without_its_names_is_not_cut() {
+        assert_eq!(split_bind(b"B\0\0\0\x06p"), None);
+        assert_eq!(split_bind(b"B\0\0\0\x07p\0s"), None);
+        assert_eq!(split_bind(b"B"), None);
+    }
 
     #[test]
     fn only_texts_that_may_be_transaction_control_are_analysed() {
