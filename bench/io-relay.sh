@@ -5,11 +5,11 @@
 # sockets on io_uring: one throwaway PostgreSQL 15 (bench/lib/stand.sh, trust) behind four builds
 # of a byte relay that does not read what it carries (bench/io-relay: tokio on epoll with one
 # thread, "epoll-1"; with two worker threads, "epoll-2", pgvia's default shape here; io_uring on
-# one thread through tokio-uring, "uring", and through monoio, "monoio"), and pgvia itself
-# (release build, transaction mode, pool of 20) for scale. Each PGBENCH_ARGS (default select-only
-# simple at 1 and 16 clients, extended at 16, TPC-B-like at 16) runs N rounds (default 5) of S
-# seconds (default 5), the five interleaved, and the table gives TPS and CPU seconds per 1,000 transactions of each process,
-# with ratios to epoll-2. A relay opens one PostgreSQL connection per client (no pooling), so
+# one thread through tokio-uring, "uring", and through monoio, "monoio"), and for scale PgBouncer
+# (Debian's) and pgvia (release build), both in transaction mode with a pool of 20. Each
+# PGBENCH_ARGS (default select-only simple at 1 and 16 clients, extended at 16, TPC-B-like at 16)
+# runs N rounds (default 5) of S seconds (default 5), the six interleaved, and the table gives
+# TPS and CPU seconds per 1,000 transactions of each process, with ratios to epoll-2. A relay opens one PostgreSQL connection per client (no pooling), so
 # keep the clients under PostgreSQL's max_connections.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,12 +45,42 @@ for shape in epoll-2 epoll-1 uring monoio; do
     stand_spawn "$relay_target/release/io-relay" "$shape" "${port[$shape]}" "$stand_pg_port" >"$work/$shape.log" 2>&1
     pid[$shape]=$stand_pid
 done
+# PgBouncer as Debian packages it, trust, the same pool: where a C proxy on libevent stands.
+command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || _setup_apt_install pgbouncer
+bouncer=/usr/sbin/pgbouncer
+[[ -x $bouncer ]] || bouncer=$(command -v pgbouncer)
+port[pgbouncer]=$(stand_free_port)
+mkdir -p "$work/bouncer"
+printf '"bench" ""\n' >"$work/bouncer/userlist.txt"
+cat >"$work/bouncer/pgbouncer.ini" <<INI
+[databases]
+bench = host=127.0.0.1 port=$stand_pg_port dbname=bench
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = ${port[pgbouncer]}
+unix_socket_dir =
+auth_type = trust
+auth_file = $work/bouncer/userlist.txt
+pool_mode = transaction
+default_pool_size = 20
+max_client_conn = 2000
+server_idle_timeout = 0
+log_connections = 0
+log_disconnections = 0
+logfile = $work/bouncer/pgbouncer.log
+INI
+chown -R postgres "$work/bouncer"
+# setpriv execs in place, so the pid is pgbouncer's own (PgBouncer refuses to run as root).
+stand_spawn setpriv --reuid=postgres --regid=postgres --init-groups "$bouncer" "$work/bouncer/pgbouncer.ini" \
+    >"$work/bouncer.out" 2>&1
+pid[pgbouncer]=$stand_pid
 port[pgvia]=$(stand_free_port)
 stand_pgvia_config "$work/pgvia.toml" "${port[pgvia]}"
 stand_spawn "$pgvia" --config "$work/pgvia.toml" >"$work/pgvia.log" 2>&1
 pid[pgvia]=$stand_pid
-for v in epoll-2 epoll-1 uring monoio pgvia; do stand_wait_port "${port[$v]}"; done
+for v in epoll-2 epoll-1 uring monoio pgbouncer pgvia; do stand_wait_port "${port[$v]}"; done
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-stand_interleave "epoll-2 epoll-1 uring monoio pgvia" "$rounds" "$secs" "${workloads[@]}"
+stand_interleave "epoll-2 epoll-1 uring monoio pgbouncer pgvia" "$rounds" "$secs" "${workloads[@]}"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
