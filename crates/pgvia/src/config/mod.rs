@@ -6,7 +6,9 @@
 //! The file format is documented for operators in `docs/configuration.md`.
 
 pub(crate) mod auth_query;
+mod database;
 mod error;
+mod file;
 pub(crate) mod gateway;
 pub(crate) mod limits;
 mod model;
@@ -22,12 +24,14 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub use auth_query::AuthQuery;
+pub use database::Database;
 pub use error::{ConfigError, Problem};
+pub use file::Config;
 pub use gateway::{Gateway, GatewayToken};
 pub use limits::Limits;
 pub use model::{
-    AnalysisSettings, AuthMethod, CacheAdmission, Config, Database, General, LogFormat, PasswordFormat,
-    PoolDefaults, PoolMode, PoolSettings, ServerTlsMode, TlsMode, TlsNegotiation, User,
+    AnalysisSettings, AuthMethod, CacheAdmission, General, LogFormat, PasswordFormat, PoolDefaults, PoolMode,
+    PoolSettings, ServerTlsMode, TlsMode, TlsNegotiation, User,
 };
 pub use routing::{LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole};
 pub use sharding::{

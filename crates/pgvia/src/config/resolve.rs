@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use super::model::{Database, PoolDefaults, PoolSettings, User};
+use super::database::Database;
+use super::model::{PoolDefaults, PoolSettings, User};
 
 /// The pool keys one layer sets, plus where that layer sits in the file.
 #[derive(Debug, Clone)]

@@ -12,10 +12,10 @@ use std::time::Duration;
 /// statement name in a Bind), so lengths never wrap in the protocol's signed 32-bit field.
 pub const MAX_MESSAGE_SIZE: u32 = 1 << 30;
 
+use super::database::Database;
 use super::error::Problem;
-use super::model::{
-    AuthMethod, Config, Database, PasswordFormat, ServerTlsMode, TlsMode, TlsNegotiation, User,
-};
+use super::file::Config;
+use super::model::{AuthMethod, PasswordFormat, ServerTlsMode, TlsMode, TlsNegotiation, User};
 use super::resolve::{Layer, Stack};
 use super::routing::ServerRole;
 
