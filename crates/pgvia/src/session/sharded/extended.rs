@@ -170,7 +170,6 @@ impl ShardedSession<'_> {
             // them would run every write on shards that do not own its rows.
             return self.batch_units(frames).await;
         }
-        let search_path = self.search_path();
         let BatchBuffers { mut payload, mut parse_drops, mut kept } = self.buffers.take();
         let mut needed = ShardSet::EMPTY;
         let mut writes = false;
@@ -237,7 +236,7 @@ impl ShardedSession<'_> {
                         return self.key_update_batch(frames.clone(), rule).await;
                     }
                     let (sql, types) = (stmt.sql.clone(), stmt.param_types.clone());
-                    let routes = sharding::plan(&self.rules, &analysis, &params, &self.hints(&search_path));
+                    let routes = sharding::plan(&self.rules, &analysis, &params, &self.hints());
                     let routes = match routes {
                         Ok(r) => r,
                         Err(e) => {

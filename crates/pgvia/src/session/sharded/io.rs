@@ -688,6 +688,7 @@ impl ShardedSession<'_> {
                 _ => None,
             })
             .collect();
+        self.search_path = super::search_path_of(&self.settings);
         server.conn().applied = self.settings.iter().cloned().collect();
         if matches!(self.tx, Tx::Idle) {
             self.give_back_all().await;

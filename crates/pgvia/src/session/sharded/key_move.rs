@@ -309,8 +309,7 @@ impl ShardedSession<'_> {
         let formats: Vec<i16> = b.param_formats.iter().collect();
         let values: Vec<Option<&[u8]>> = b.params.iter().collect();
         let params = Params::Bind { formats: &formats, values: &values };
-        let search_path = self.search_path();
-        let routes = match sharding::plan(&self.rules, &analysis, &params, &self.hints(&search_path)) {
+        let routes = match sharding::plan(&self.rules, &analysis, &params, &self.hints()) {
             Ok(r) => r,
             Err(e) => {
                 self.refuse_route(&e);

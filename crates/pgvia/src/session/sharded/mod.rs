@@ -87,7 +87,10 @@ pub struct ShardedSession<'a> {
     pub shutdown: crate::clients::PhaseWatch,
     pub patron: PatronRef,
     /// The client's settings (startup and `SET`), brought to every server it is given.
-    pub settings: Vec<(String, String)>,
+    /// Whatever sets them sets `search_path` from them too.
+    settings: Vec<(String, String)>,
+    /// The schemas of the client's `search_path`, for schema-based sharding.
+    search_path: Vec<String>,
     pub from_client: BytesMut,
     pub to_client: BytesMut,
     held: Vec<Option<Checkout>>,
@@ -162,6 +165,7 @@ impl<'a> ShardedSession<'a> {
             decoder,
             shutdown,
             patron,
+            search_path: search_path_of(&settings),
             settings,
             from_client,
             to_client: BytesMut::new(),
@@ -223,11 +227,11 @@ impl<'a> ShardedSession<'a> {
     }
 
     /// The session's routing settings for the planner.
-    fn hints<'s>(&'s self, search_path: &'s [String]) -> SessionHints<'s> {
+    fn hints(&self) -> SessionHints<'_> {
         SessionHints {
             shard: self.hint_shard,
             sharding_key: self.hint_key.as_deref(),
-            search_path,
+            search_path: &self.search_path,
             explain: false,
         }
     }
@@ -360,13 +364,12 @@ impl<'a> ShardedSession<'a> {
         if self.refused_in_failed_transaction() {
             return Ok(());
         }
-        let search_path = self.search_path();
         let text = if shaped { std::str::from_utf8(sql).ok() } else { None };
         let params = match (text, self.memo.constants()) {
             (Some(text), Some(ranges)) => sharding::Params::Constants { sql: text, ranges },
             _ => sharding::Params::None,
         };
-        let routes = sharding::plan(&self.rules, &analysis, &params, &self.hints(&search_path));
+        let routes = sharding::plan(&self.rules, &analysis, &params, &self.hints());
         let routes = match routes {
             Ok(r) => r,
             Err(e) => {
@@ -638,18 +641,18 @@ impl<'a> ShardedSession<'a> {
             self.app.fanouts.count(database, sql);
         }
     }
-
-    /// The schemas of the client's `search_path`, for schema-based sharding.
-    fn search_path(&self) -> Vec<String> {
-        self.settings
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("search_path"))
-            .map(|(_, v)| shard::parse_search_path(v))
-            .unwrap_or_default()
-    }
 }
 
 /// Whether `sql` has a second `SELECT` (any case): a subquery, CTE or derived table.
 fn nested_select(sql: &[u8]) -> bool {
     sql.windows(6).filter(|w| w.eq_ignore_ascii_case(b"select")).nth(1).is_some()
+}
+
+/// The schemas of `search_path` among `settings`.
+fn search_path_of(settings: &[(String, String)]) -> Vec<String> {
+    settings
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("search_path"))
+        .map(|(_, v)| shard::parse_search_path(v))
+        .unwrap_or_default()
 }
