@@ -3,7 +3,8 @@
 //! rest of its batch is skipped), a refused Parse leaves its name free, `DEALLOCATE` and Close
 //! free a name, and the unnamed statement is replaced by every Parse. Each sequence is sent
 //! through pgvia (four shards) and straight to the reference cluster, and the replies are
-//! compared message for message (an error by its SQLSTATE and message).
+//! compared message for message (an error by its SQLSTATE and message). The same session
+//! also holds at most `max_prepared_statements_per_client` names.
 
 // Helpers outside #[test] functions unwrap too: a failed step is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -271,5 +272,43 @@ async fn statement_names_answer_as_postgres_does() {
     assert!(all.iter().any(|m| m.starts_with("E 42P05")));
     assert!(all.iter().any(|m| m.starts_with("E 26000")));
     proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_session_holds_at_most_the_configured_names() {
+    let (_c, proxy, _direct) = start(|b| b.general("max_prepared_statements_per_client = 3")).await;
+    let limit =
+        "E 53400 too many prepared statements in this session (max_prepared_statements_per_client = 3)";
+    let steps = vec![
+        step(&[parse("a", "SELECT 1"), parse("b", "SELECT 2"), parse("", "SELECT 0"), sync()]),
+        // The third name fits; the fourth, in the same batch, does not (and the name parsed
+        // before it in the batch stays).
+        step(&[parse("c", "SELECT 3"), parse("d", "SELECT 4"), sync()]),
+        step(&[parse("d", "SELECT 4"), sync()]),
+        // The unnamed statement does not count.
+        step(&[parse("", "SELECT 5"), bind("", "", &[]), execute("", 0), sync()]),
+        // Closing a name makes room; a refused Parse takes none.
+        step(&[close_statement("a"), sync()]),
+        step(&[parse("e", "SELEC 6"), sync()]),
+        step(&[parse("d", "SELECT 4"), bind("", "d", &[]), execute("", 0), sync()]),
+        step(&[parse("f", "SELECT 7"), sync()]),
+        step(&[query("DEALLOCATE b")]),
+        step(&[parse("f", "SELECT 7"), sync()]),
+    ];
+    let got = replies(proxy.addr, &steps).await;
+    let want: Vec<Vec<&str>> = vec![
+        vec!["1", "1", "1", "Z I"],
+        vec!["1", limit, "Z I"],
+        vec![limit, "Z I"],
+        vec!["1", "2", "D |\u{1}|||\u{1}5", "C SELECT 1|", "Z I"],
+        vec!["3", "Z I"],
+        vec!["E 42601 syntax error at or near \"SELEC\"", "Z I"],
+        vec!["1", "2", "D |\u{1}|||\u{1}4", "C SELECT 1|", "Z I"],
+        vec![limit, "Z I"],
+        vec!["C DEALLOCATE|", "Z I"],
+        vec!["1", "Z I"],
+    ];
+    assert_eq!(got, want);
     proxy.stop().await;
 }

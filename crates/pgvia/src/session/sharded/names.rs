@@ -2,15 +2,17 @@
 //! is the client's once a server has accepted its Parse, not when the Parse goes out. A
 //! batch's Parses wait in [`Pending`] until its replies say how many the servers accepted
 //! (the client's ParseCompletes, counted per lane by the fan-out); a refused Parse leaves its
-//! name free. A Parse under a name the client holds is refused before anything from it on is
-//! sent, in the place PostgreSQL puts the error: what comes before it runs, the rest up to the
-//! Sync is skipped.
+//! name free. A Parse under a name the client holds, or one name past
+//! `max_prepared_statements_per_client`, is refused before anything from it on is sent, in
+//! the place PostgreSQL puts the error: what comes before it runs, the rest up to the Sync is
+//! skipped.
 
 use bytes::{Bytes, BytesMut};
 use wire::frontend::{tag as fe, FrontendMessage, Target as Which};
 use wire::sqlstate::SqlState;
 
 use super::{ClientStatement, Part, ShardedSession};
+use crate::prepared::StatementLimit;
 use crate::session::error::SessionError;
 
 /// What a Parse of the batch gives its name once the servers accept it.
@@ -102,8 +104,9 @@ impl ShardedSession<'_> {
 
     /// The first Parse of `frames` refused before any server sees it, with the client's
     /// error: a name the client holds (or an earlier Parse of the batch took, and no Close
-    /// let go of since) gets PostgreSQL's 42P05. The unnamed statement is replaced by every
-    /// Parse. Only Parse and Close frames are read.
+    /// let go of since) gets PostgreSQL's 42P05; a new name past
+    /// `max_prepared_statements_per_client` gets 53400. The unnamed statement is replaced by
+    /// every Parse and never counts. Only Parse and Close frames are read.
     pub(super) fn refused_parse(&self, frames: &[Bytes]) -> Option<(usize, Bytes)> {
         let mut fresh: Vec<&str> = Vec::new();
         let mut closed: Vec<&str> = Vec::new();
@@ -117,6 +120,13 @@ impl ShardedSession<'_> {
                 Ok(FrontendMessage::Parse(p)) if !p.name.is_empty() => {
                     if fresh.contains(&p.name) || held(p.name, &closed) {
                         return Some((at, duplicate(p.name)));
+                    }
+                    let cap = self.app.statements.caps.per_client();
+                    let named = self.statements.len() - usize::from(self.statements.contains_key(""));
+                    if named - closed.len() + fresh.len() >= cap {
+                        let mut out = BytesMut::new();
+                        StatementLimit::PerClient(cap).write_error(&mut out);
+                        return Some((at, out.freeze()));
                     }
                     fresh.push(p.name);
                 }
