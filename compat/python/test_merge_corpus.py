@@ -104,3 +104,34 @@ def test_merge_corpus_with_parameters():
     print(f"{len(corpus)} queries ({with_params} with parameters, {answered} answered with rows), {len(failures)} differ")
     assert with_params >= 100
     assert not failures, f"{len(failures)} differ:\n" + "\n".join(failures[:20])
+
+
+def _prepared_after_errors(url):
+    """What psycopg 3 answers, at its default prepare_threshold, to statements that turn
+    prepared and then fail, and to prepares whose text fails to parse."""
+    out = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        for i in range(8):
+            out.append(conn.execute("SELECT 10 / %s::int", (i + 1,)).fetchone())
+        for arg in (0, 2, 0, 5):
+            try:
+                out.append(conn.execute("SELECT 10 / %s::int", (arg,)).fetchone())
+            except psycopg.Error as e:
+                out.append(e.sqlstate)
+        for sql in ("SELEC %s::int", "SELECT %s::int + 1", "SELECT nope FROM t WHERE id = %s", "SELECT count(*) FROM t WHERE id = %s"):
+            for _ in range(3):
+                try:
+                    out.append(conn.execute(sql, (1,), prepare=True).fetchone())
+                except psycopg.Error as e:
+                    out.append(e.sqlstate)
+    return out
+
+
+def test_prepared_statements_after_errors():
+    # Statement names on a sharded database are taken when a shard accepts the Parse, as on
+    # one PostgreSQL (docs/sharding.md): the driver's prepared statements after errors work
+    # the same through pgvia's sharded database as on the reference.
+    got = _prepared_after_errors(os.environ["COMPAT_CORPUS_URL"])
+    want = _prepared_after_errors(os.environ["COMPAT_CORPUS_REFERENCE_URL"])
+    assert "22012" in want and "42601" in want and "42703" in want
+    assert got == want

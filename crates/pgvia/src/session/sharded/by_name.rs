@@ -37,6 +37,24 @@ impl<T> ByName<T> {
         }
     }
 
+    /// As [`Self::insert`], for a name the caller owns already.
+    pub fn insert_owned(&mut self, name: String, value: T) -> Option<T> {
+        if name.is_empty() {
+            self.unnamed.replace(value)
+        } else {
+            self.named.insert(name, value)
+        }
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// How many named entries there are (the unnamed one not counted).
+    pub fn named_len(&self) -> usize {
+        self.named.len()
+    }
+
     pub fn remove(&mut self, name: &str) -> Option<T> {
         if name.is_empty() {
             self.unnamed.take()
@@ -63,6 +81,10 @@ mod tests {
         assert_eq!(m.get(""), Some(&1));
         assert_eq!(m.get("s1"), Some(&2));
         assert_eq!(m.insert("", 3), Some(1));
+        assert_eq!((m.named_len(), m.contains_key(""), m.contains_key("s1")), (1, true, true));
+        assert_eq!(m.insert_owned("s1".to_owned(), 5), Some(2));
+        assert_eq!(m.insert_owned(String::new(), 3), Some(3));
+        assert_eq!(m.insert("s1", 2), Some(5));
         assert_eq!(m.remove("s1"), Some(2));
         assert_eq!(m.get("s1"), None);
         assert_eq!(m.get(""), Some(&3));

@@ -16,6 +16,7 @@ use wire::sqlstate::SqlState;
 
 use super::fanout::{Combine, Merge};
 use super::kept::{Kept, ServerNote};
+use super::names::{no_unnamed, Pending};
 use super::{ShardedSession, Tx};
 use crate::prepared::is_reserved_name;
 use crate::session::error::SessionError;
@@ -28,6 +29,7 @@ pub(super) struct BatchBuffers {
     payload: BytesMut,
     parse_drops: Vec<bool>,
     kept: Kept,
+    pending: Pending,
 }
 
 /// Buffers grown past this by a large batch are let go rather than kept for the session's life.
@@ -40,12 +42,14 @@ impl BatchBuffers {
         b.parse_drops.clear();
         b.kept.bytes.clear();
         b.kept.uses.clear();
+        b.pending.clear();
         b
     }
 
     fn give_back(&mut self, mut used: BatchBuffers) {
         // A finished batch keeps no statement alive.
         used.kept.uses.clear();
+        used.pending.clear();
         if used.payload.capacity() <= KEEP_CAPACITY && used.kept.bytes.capacity() <= KEEP_CAPACITY {
             *self = used;
         }
@@ -170,7 +174,10 @@ impl ShardedSession<'_> {
             // them would run every write on shards that do not own its rows.
             return self.batch_units(frames).await;
         }
-        let BatchBuffers { mut payload, mut parse_drops, mut kept } = self.buffers.take();
+        if let Some((at, error)) = self.refused_parse(&frames) {
+            return self.refuse_at(&frames, at, error).await;
+        }
+        let BatchBuffers { mut payload, mut parse_drops, mut kept, mut pending } = self.buffers.take();
         let mut needed = ShardSet::EMPTY;
         let mut writes = false;
         let mut bound = false;
@@ -180,6 +187,8 @@ impl ShardedSession<'_> {
         // when it goes to one shard and no Bind is rewritten.
         let mut keepable = self.registrar.is_some();
         let mut note = ServerNote::Nothing;
+        // `pending`: the batch's Parses, the client's names once the servers accept them
+        // (`names.rs`).
         for (at, frame) in frames.iter().enumerate() {
             let message = match FrontendMessage::parse_body(frame[0], &frame[5..]) {
                 Ok(m) => m,
@@ -193,8 +202,9 @@ impl ShardedSession<'_> {
                     // The same text again under the same name (a driver's unnamed statement,
                     // pgbench -M extended): the statement the name holds, nothing analysed or
                     // registered again. Fresh all the same, as on a dedicated server.
-                    let same =
-                        self.statements.get(p.name).filter(|s| *s.sql == *p.query && s.param_types == types);
+                    let same = self
+                        .statement(&pending, p.name)
+                        .filter(|s| *s.sql == *p.query && s.param_types == types);
                     if let Some(statement) = same {
                         match &statement.kept {
                             Some(k) => {
@@ -203,6 +213,7 @@ impl ShardedSession<'_> {
                             }
                             None => keepable = false,
                         }
+                        pending.parse(p.name, None);
                         continue;
                     }
                     let analysis = self.app.analyzer.analyze_bytes(p.query, &types);
@@ -211,15 +222,19 @@ impl ShardedSession<'_> {
                         Some(k) => kept.client_parse(k.stmt(), at == 0),
                         None => keepable = false,
                     }
-                    self.statements.insert(p.name, statement);
+                    pending.parse(p.name, Some(statement));
                 }
                 FrontendMessage::Bind(b) => {
-                    let Some(stmt) = self.statements.get(b.statement) else {
+                    pending.other();
+                    let Some(stmt) = self.statement(&pending, b.statement) else {
                         if is_reserved_name(b.statement) {
                             // pgvia's statement on the server is not the client's to bind.
                             let message = format!("prepared statement \"{}\" does not exist", b.statement);
                             self.refuse(SqlState::INVALID_SQL_STATEMENT_NAME.code(), &message);
                             return Ok(());
+                        }
+                        if b.statement.is_empty() {
+                            return self.refuse_at(&frames, at, no_unnamed()).await;
                         }
                         // The server names the missing statement in PostgreSQL's own words.
                         payload.extend_from_slice(frame);
@@ -352,7 +367,8 @@ impl ShardedSession<'_> {
                     }
                 }
                 FrontendMessage::Describe { target: Which::Statement, name } => {
-                    match self.statements.get(name) {
+                    pending.other();
+                    match self.statement(&pending, name) {
                         Some(stmt) => {
                             match &stmt.kept {
                                 Some(k) => {
@@ -373,6 +389,7 @@ impl ShardedSession<'_> {
                             self.refuse(SqlState::INVALID_SQL_STATEMENT_NAME.code(), &message);
                             return Ok(());
                         }
+                        None if name.is_empty() => return self.refuse_at(&frames, at, no_unnamed()).await,
                         None => {
                             payload.extend_from_slice(frame);
                             kept.bytes.extend_from_slice(frame);
@@ -381,6 +398,7 @@ impl ShardedSession<'_> {
                 }
                 FrontendMessage::Describe { target: Which::Portal, name }
                 | FrontendMessage::Execute { portal: name, .. } => {
+                    pending.other();
                     if let Some(set) = self.portals.get(name) {
                         needed = needed.union(*set);
                     }
@@ -401,6 +419,7 @@ impl ShardedSession<'_> {
                     // Only the client's name goes; the servers keep pgvia's statement for
                     // whoever uses it next. The unnamed one is closed for the reply's sake.
                     self.statements.remove(name);
+                    pending.close(name);
                     wire::build::frame(&mut payload, fe::CLOSE, |b| b.put_slice(b"S\0"));
                     wire::build::frame(&mut kept.bytes, fe::CLOSE, |b| b.put_slice(b"S\0"));
                 }
@@ -434,12 +453,14 @@ impl ShardedSession<'_> {
             None => Combine::Concat,
         };
         self.note = note;
+        self.parses_answered = 0;
         if keepable && targets.len() == 1 && matches!(combine, Combine::Concat | Combine::Replicated) {
             self.exchange(targets, super::io::Payload::Kept(&kept), combine, &[], writes).await?;
         } else {
             self.exchange(targets, super::io::Payload::Same(&payload), combine, &parse_drops, writes).await?;
         }
-        self.buffers.give_back(BatchBuffers { payload, parse_drops, kept });
+        self.settle_names(&mut pending);
+        self.buffers.give_back(BatchBuffers { payload, parse_drops, kept, pending });
         // Portals end with their transaction.
         if matches!(self.tx, Tx::Idle) {
             self.portals.clear();
@@ -596,6 +617,10 @@ impl ShardedSession<'_> {
         // COMMIT/ROLLBACK must be alone before the Sync; BEGIN may lead other statements.
         let alone = n + 1 == frames.len();
         if !(alone || matches!(control, Control::Begin)) {
+            return None;
+        }
+        if parsed.is_some() && self.refused_parse(&frames[..1]).is_some() {
+            // Its name is taken: the general path answers as PostgreSQL does.
             return None;
         }
         if let Some((name, types)) = parsed {

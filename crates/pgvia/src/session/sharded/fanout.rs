@@ -40,6 +40,10 @@ pub struct Lane {
     pub close_drops: VecDeque<bool>,
     /// An injected request failed: the lane cannot serve the exchange as asked.
     pub injected_error: Option<Bytes>,
+    /// How many of the client's own Parses this lane's server accepted (ParseComplete that
+    /// is the client's, or one pgvia answered in its place): the session registers that
+    /// many of the exchange's statement names (`names.rs`).
+    pub client_parses: usize,
     /// The transaction status of this lane's `ReadyForQuery`, once it came.
     ready: Option<u8>,
     /// After an error was forwarded: everything up to `ReadyForQuery` is dropped.
@@ -59,8 +63,13 @@ impl Lane {
             }
             return true;
         }
-        if t == tag::PARSE_COMPLETE && self.parse_drops.pop_front() == Some(true) {
-            return true;
+        if t == tag::PARSE_COMPLETE {
+            if self.parse_drops.pop_front() == Some(true) {
+                return true;
+            }
+            if !self.discarding {
+                self.client_parses += 1;
+            }
         }
         if t == tag::CLOSE_COMPLETE && self.close_drops.pop_front() == Some(true) {
             return true;
@@ -191,6 +200,12 @@ impl FanOut {
         }
         let in_transaction = self.lanes.iter().any(|l| matches!(l.ready, Some(b'T' | b'E')));
         Some(Finished { failed: self.failed, in_transaction })
+    }
+
+    /// How many of the client's Parses every lane accepted: the client's ParseCompletes
+    /// (a lane that failed earlier than the others decides).
+    pub fn client_parses(&self) -> usize {
+        self.lanes.iter().map(|l| l.client_parses).min().unwrap_or(0)
     }
 
     /// Whether lane `i`'s next frame, with tag `t`, can be decided by [`Self::pass`]: the

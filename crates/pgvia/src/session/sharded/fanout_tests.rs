@@ -161,3 +161,27 @@ fn one_lane_error_ends_the_exchange_up_to_ready() {
     assert_eq!(f.finished(), Some(Finished { failed: true, in_transaction: true }));
     assert!(f.lanes()[0].parse_drops.is_empty());
 }
+
+#[test]
+fn the_client_parses_accepted_are_those_every_lane_accepted() {
+    // Per lane: the client's Parse, pgvia's Parse (dropped), then the client's second Parse.
+    let mut f = FanOut::new(2, Combine::Concat);
+    for i in 0..2 {
+        f.lane_mut(i).parse_drops.extend([false, true, false]);
+    }
+    let mut out = BytesMut::new();
+    let parsed = frame(b'1', b"");
+    let error = frame(b'E', b"SERROR\0C42601\0Msyntax error\0\0");
+    for _ in 0..3 {
+        f.push(0, parsed.clone(), &mut out).unwrap();
+    }
+    // Lane 1 refuses the client's second Parse.
+    f.push(1, parsed.clone(), &mut out).unwrap();
+    f.push(1, parsed, &mut out).unwrap();
+    f.push(1, error, &mut out).unwrap();
+    f.push(0, ready(b'I'), &mut out).unwrap();
+    f.push(1, ready(b'I'), &mut out).unwrap();
+    assert_eq!(tags(&out), "1E");
+    assert_eq!(f.client_parses(), 1);
+    assert!(f.finished().is_some_and(|d| d.failed));
+}

@@ -72,6 +72,7 @@ impl Flight {
             failed: done.failed,
             in_transaction: done.in_transaction,
             reply_start: self.reply_start,
+            client_parses: self.fan.client_parses(),
         })
     }
 }
@@ -83,6 +84,8 @@ pub(super) struct Outcome {
     /// Where `to_client` stood before the exchange's replies (for a reply withheld and
     /// replaced, as an autocommit two-phase write does when its commit fails).
     pub reply_start: usize,
+    /// How many of the client's Parses the servers accepted (`names.rs`).
+    pub client_parses: usize,
 }
 
 impl ShardedSession<'_> {
@@ -537,6 +540,7 @@ impl ShardedSession<'_> {
         outcome: &Outcome,
     ) {
         self.errored = outcome.failed;
+        self.parses_answered = outcome.client_parses;
         if implicit {
             self.finish_implicit(targets, outcome).await;
         } else {

@@ -127,6 +127,7 @@ pub(super) fn render(
                 if server.statements.holds(&u.stmt) {
                     if first {
                         wire::build::parse_complete(to_client);
+                        lane.client_parses += 1;
                         continue;
                     }
                     // Its reply must come from the server at its place: the copy is closed

@@ -24,6 +24,7 @@ use wire::sqlstate::SqlState;
 
 use super::fanout::Combine;
 use super::io::Payload;
+use super::names::Pending;
 use super::{Part, ShardedSession, Tx};
 use crate::config::TableRule;
 use crate::session::error::SessionError;
@@ -261,14 +262,27 @@ impl ShardedSession<'_> {
             let message = format!("UPDATE of the sharding key of table {}: {why}", rule.name);
             s.refuse(SqlState::FEATURE_NOT_SUPPORTED.code(), &message);
         };
-        // The batch's Parses first, so its Bind finds its statement.
+        // The batch's Parses first, so its Bind finds its statement; their names are the
+        // client's once the shards accept them (`names.rs`), so a second pass over the batch
+        // (inside the implicit transaction below) does not find them taken.
+        let mut pending = Pending::default();
         for f in &frames {
-            if let Ok(FrontendMessage::Parse(p)) = FrontendMessage::parse_body(f[0], &f[5..]) {
-                let types: Vec<u32> = p.param_types.iter().collect();
-                let analysis = self.app.analyzer.analyze_bytes(p.query, &types);
-                let sql = Bytes::copy_from_slice(p.query);
-                let statement = self.client_statement(sql, types, analysis);
-                self.statements.insert(p.name, statement);
+            match FrontendMessage::parse_body(f[0], &f[5..]) {
+                Ok(FrontendMessage::Parse(p)) => {
+                    let types: Vec<u32> = p.param_types.iter().collect();
+                    let analysis = self.app.analyzer.analyze_bytes(p.query, &types);
+                    let sql = Bytes::copy_from_slice(p.query);
+                    let statement = self.client_statement(sql, types, analysis);
+                    pending.parse(p.name, Some(statement));
+                }
+                Ok(
+                    FrontendMessage::Bind(_)
+                    | FrontendMessage::Describe { .. }
+                    | FrontendMessage::Execute { .. },
+                ) => {
+                    pending.other();
+                }
+                _ => {}
             }
         }
         let binds: Vec<&Bytes> = frames.iter().filter(|f| f[0] == fe::BIND).collect();
@@ -288,7 +302,11 @@ impl ShardedSession<'_> {
             unsupported(self, "send its Bind and Execute before one Sync");
             return Ok(());
         }
-        let Some(stmt) = self.statements.get(b.statement) else {
+        let Some(stmt) = self.statement(&pending, b.statement) else {
+            if b.statement.is_empty() {
+                self.fail_with(&super::names::no_unnamed());
+                return Ok(());
+            }
             let message = format!("prepared statement \"{}\" does not exist", b.statement);
             self.refuse("26000", &message);
             return Ok(());
@@ -340,7 +358,7 @@ impl ShardedSession<'_> {
                     parse_drops.push(true);
                 }
                 FrontendMessage::Describe { target: Which::Statement, name } => {
-                    let Some(s) = self.statements.get(name) else { continue };
+                    let Some(s) = self.statement(&pending, name) else { continue };
                     let (s_sql, s_types) = (s.sql.clone(), s.param_types.clone());
                     for (_, out) in &mut per_shard {
                         super::extended::parse_frame(out, &s_sql, &s_types);
@@ -350,6 +368,7 @@ impl ShardedSession<'_> {
                 }
                 FrontendMessage::Close { target: Which::Statement, name } => {
                     self.statements.remove(name);
+                    pending.close(name);
                     for (_, out) in &mut per_shard {
                         wire::build::frame(out, fe::CLOSE, |m| m.put_slice(b"S\0"));
                     }
@@ -362,7 +381,10 @@ impl ShardedSession<'_> {
             }
         }
         let payloads: Vec<(ShardId, Bytes)> = per_shard.into_iter().map(|(s, b)| (s, b.freeze())).collect();
-        self.run_key_update(targets, &payloads, &parse_drops, &plan, &rule, true).await
+        self.parses_answered = 0;
+        let result = self.run_key_update(targets, &payloads, &parse_drops, &plan, &rule, true).await;
+        self.settle_names(&mut pending);
+        result
     }
 
     /// Runs the UPDATE (`payloads`, per shard) inside the open transaction, then moves the
@@ -380,6 +402,7 @@ impl ShardedSession<'_> {
         else {
             return Ok(());
         };
+        self.parses_answered = outcome.client_parses;
         if outcome.failed {
             self.errored = true;
             self.ready();

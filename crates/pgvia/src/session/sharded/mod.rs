@@ -20,6 +20,7 @@ mod fanout;
 mod io;
 mod kept;
 mod key_move;
+mod names;
 mod subquery;
 pub mod two_phase;
 pub mod unique_id;
@@ -115,6 +116,8 @@ pub struct ShardedSession<'a> {
     quiet: bool,
     /// The last statement run ended in an error (ends a multi-statement query).
     errored: bool,
+    /// How many of the client's Parses the last exchange's servers accepted (`names.rs`).
+    parses_answered: usize,
     /// How the database orders text, once asked (byte order under C/POSIX collations).
     text_order: Option<merge::TextOrder>,
     /// The last simple query's analysis, shared by shape with texts that differ only in
@@ -128,6 +131,8 @@ enum Part {
     Query(Bytes),
     /// Extended-protocol messages, with a Sync.
     Batch(Vec<Bytes>),
+    /// An error of pgvia's own in a message's place (a refused Parse, `names.rs`).
+    Error(Bytes),
 }
 
 /// What the client sent next.
@@ -182,6 +187,7 @@ impl<'a> ShardedSession<'a> {
             memo: Default::default(),
             quiet: false,
             errored: false,
+            parses_answered: 0,
             text_order: None,
         }
     }
@@ -319,6 +325,16 @@ impl<'a> ShardedSession<'a> {
         self.ready();
     }
 
+    /// As [`Self::refuse`], with the ErrorResponse already written.
+    fn fail_with(&mut self, error: &[u8]) {
+        self.errored = true;
+        self.to_client.extend_from_slice(error);
+        if let Tx::Open { failed, .. } = &mut self.tx {
+            *failed = true;
+        }
+        self.ready();
+    }
+
     fn refuse_route(&mut self, e: &RouteError) {
         self.refuse(e.sqlstate(), &e.to_string());
     }
@@ -362,6 +378,9 @@ impl<'a> ShardedSession<'a> {
             return Ok(());
         }
         if self.refused_in_failed_transaction() {
+            return Ok(());
+        }
+        if self.deallocated(&analysis) {
             return Ok(());
         }
         let text = if shaped { std::str::from_utf8(sql).ok() } else { None };
@@ -504,6 +523,10 @@ impl<'a> ShardedSession<'a> {
             result = match part {
                 Part::Query(frame) => Box::pin(self.simple(frame)).await,
                 Part::Batch(frames) => Box::pin(self.batch(frames)).await,
+                Part::Error(error) => {
+                    self.fail_with(&error);
+                    Ok(())
+                }
             };
             if result.is_err() || self.errored {
                 errored = true;
