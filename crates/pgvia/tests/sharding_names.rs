@@ -41,6 +41,17 @@ fn cases() -> Vec<(&'static str, Vec<Step>)> {
     let run = |name: &str, params: &[Option<&str>]| step(&[bind("", name, params), execute("", 0), sync()]);
     vec![
         (
+            "a simple Query destroys the unnamed statement, not a named one",
+            vec![
+                step(&[parse("", "SELECT 11"), parse("kept", "SELECT 12"), sync()]),
+                run("", &[]),
+                step(&[query("SELECT 13")]),
+                run("", &[]),
+                step(&[describe_statement(""), sync()]),
+                run("kept", &[]),
+            ],
+        ),
+        (
             "a name in use gets 42P05 and keeps its statement",
             vec![
                 step(&[parse("s1", "SELECT 1"), sync()]),

@@ -214,7 +214,13 @@ impl<'a> ShardedSession<'a> {
             let unit = self.next_unit().await?;
             match unit {
                 Unit::Terminate => return Ok(()),
-                Unit::Query(frame) => self.simple(frame).await?,
+                Unit::Query(frame) => {
+                    // A simple Query destroys the unnamed statement and portal, whatever
+                    // becomes of the query (PostgreSQL drops them before it parses the text).
+                    self.statements.remove("");
+                    self.portals.remove("");
+                    self.simple(frame).await?
+                }
                 Unit::Batch(frames) => self.batch(frames).await?,
             }
             self.flush_client().await?;
