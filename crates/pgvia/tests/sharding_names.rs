@@ -52,6 +52,14 @@ fn cases() -> Vec<(&'static str, Vec<Step>)> {
             ],
         ),
         (
+            "a Bind of a name shaped like pgvia's: what came before it in the batch runs",
+            vec![
+                step(&[parse("before", "SELECT 21"), bind("", "pgvia_1", &[]), execute("", 0), sync()]),
+                run("before", &[]),
+                step(&[describe_statement("pgvia_2"), sync()]),
+            ],
+        ),
+        (
             "a name in use gets 42P05 and keeps its statement",
             vec![
                 step(&[parse("s1", "SELECT 1"), sync()]),

@@ -16,7 +16,7 @@ use wire::sqlstate::SqlState;
 
 use super::fanout::{Combine, Merge};
 use super::kept::{Kept, ServerNote};
-use super::names::{no_unnamed, Pending};
+use super::names::{no_such_statement, Pending};
 use super::{ShardedSession, Tx};
 use crate::prepared::is_reserved_name;
 use crate::session::error::SessionError;
@@ -227,14 +227,9 @@ impl ShardedSession<'_> {
                 FrontendMessage::Bind(b) => {
                     pending.other();
                     let Some(stmt) = self.statement(&pending, b.statement) else {
-                        if is_reserved_name(b.statement) {
-                            // pgvia's statement on the server is not the client's to bind.
-                            let message = format!("prepared statement \"{}\" does not exist", b.statement);
-                            self.refuse(SqlState::INVALID_SQL_STATEMENT_NAME.code(), &message);
-                            return Ok(());
-                        }
-                        if b.statement.is_empty() {
-                            return self.refuse_at(&frames, at, no_unnamed()).await;
+                        // pgvia's statements on the servers are not the client's to bind.
+                        if b.statement.is_empty() || is_reserved_name(b.statement) {
+                            return self.refuse_at(&frames, at, no_such_statement(b.statement)).await;
                         }
                         // The server names the missing statement in PostgreSQL's own words.
                         payload.extend_from_slice(frame);
@@ -384,12 +379,9 @@ impl ShardedSession<'_> {
                             parse_drops.push(true);
                             wire::build::frame(&mut payload, fe::DESCRIBE, |b| b.put_slice(b"S\0"));
                         }
-                        None if is_reserved_name(name) => {
-                            let message = format!("prepared statement \"{name}\" does not exist");
-                            self.refuse(SqlState::INVALID_SQL_STATEMENT_NAME.code(), &message);
-                            return Ok(());
+                        None if name.is_empty() || is_reserved_name(name) => {
+                            return self.refuse_at(&frames, at, no_such_statement(name)).await;
                         }
-                        None if name.is_empty() => return self.refuse_at(&frames, at, no_unnamed()).await,
                         None => {
                             payload.extend_from_slice(frame);
                             kept.bytes.extend_from_slice(frame);

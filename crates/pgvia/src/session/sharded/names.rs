@@ -78,15 +78,17 @@ impl Pending {
     }
 }
 
-/// PostgreSQL's error for a Bind or Describe of the unnamed statement when there is none.
-/// (The shard servers' unnamed statement is pgvia's, so the message cannot go to them.)
-pub(super) fn no_unnamed() -> Bytes {
+/// PostgreSQL's error for a Bind or Describe of a statement the client does not hold, for
+/// the names whose error cannot come from the shard servers: the unnamed statement (theirs is
+/// pgvia's) and names shaped like pgvia's own (`pgvia_<digits>`, the servers' copies).
+pub(super) fn no_such_statement(name: &str) -> Bytes {
+    let message = if name.is_empty() {
+        "unnamed prepared statement does not exist".to_owned()
+    } else {
+        format!("prepared statement \"{name}\" does not exist")
+    };
     let mut out = BytesMut::new();
-    wire::build::ErrorFields::error(
-        SqlState::INVALID_SQL_STATEMENT_NAME,
-        "unnamed prepared statement does not exist",
-    )
-    .write(&mut out);
+    wire::build::ErrorFields::error(SqlState::INVALID_SQL_STATEMENT_NAME, &message).write(&mut out);
     out.freeze()
 }
 
