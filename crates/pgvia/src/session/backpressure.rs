@@ -58,6 +58,11 @@ impl ReadLimits {
         }
     }
 
+    /// Whether no budget is held for a large message.
+    pub fn holds_nothing(&self) -> bool {
+        self.lease.is_none()
+    }
+
     /// Whether to read the client now. `to_client` holds pgvia's answers (and the server's
     /// replies) not yet written; `from_client` what the client sent that is not passed on.
     /// Whole messages held back stop the reads; a message still arriving at the front of

@@ -3,21 +3,28 @@
 
 use std::sync::Arc;
 
-use bytes::Buf;
+/// The session's per-request parts, taken if it holds none (work.rs). A macro, not a method:
+/// it borrows the three fields it needs, not the whole session.
+macro_rules! parts {
+    ($s:expr) => {
+        $s.work.get($s.app, $s.shutdown.client())
+    };
+}
+pub(super) use parts;
+
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
 
 use super::deferred::DeferredBegin;
 use super::error::SessionError;
 use super::exchange::{self, Buffers, RelayEnd};
-use super::memo::QueryMemo;
 use super::relay;
 use super::settings;
 use super::state::{self, SessionState};
-use super::timeouts::{Timers, Wait};
-use crate::app::{App, Phase};
+use super::timeouts::Timers;
+use super::work::{Parts, Work};
+use crate::app::App;
 use crate::cancel::CancelKey;
 use crate::config::{PoolMode, RolePreference};
 use crate::net::ClientStream;
@@ -83,7 +90,9 @@ pub struct Session<'a> {
     /// The parameter values the client has been told (ParameterStatus); shared with the pool
     /// and other clients until it differs from theirs.
     pub told: Arc<ServerParams>,
-    pub bufs: Buffers,
+    /// Buffers, meter, read limits and query memo: held only while the client has something
+    /// to do (work.rs); an idle client keeps none of them.
+    pub work: Work,
     pub decoder: FrameDecoder,
     pub shutdown: crate::clients::PhaseWatch,
     /// The server the client holds. Boxed: a client holds one only while it has a
@@ -103,8 +112,6 @@ pub struct Session<'a> {
     pub inbox: Option<Box<Inbox>>,
     /// The client's prepared statements, when the pool follows them across servers.
     pub statements: Option<ClientStatements>,
-    /// The last simple query's analysis: looked at here and again in the relay.
-    pub memo: QueryMemo,
     /// This client as its pools see it (its state and waits for `SHOW CLIENTS`).
     pub patron: PatronRef,
 }
@@ -138,7 +145,9 @@ impl Session<'_> {
                 // What the server said last (its FATAL among it, when it explained itself)
                 // may still wait in the client's buffer: the relay saw the server's EOF before
                 // it could write them. The client hears them first, as directly.
-                out.extend_from_slice(&std::mem::take(&mut self.bufs.to_client));
+                if let Some(parts) = self.work.peek_mut() {
+                    out.extend_from_slice(&std::mem::take(&mut parts.bufs.to_client));
+                }
                 // The pool of the server that was lost, which routing may have picked.
                 let pool = self.server.as_ref().map_or(&self.pool, |c| c.pool());
                 tracing::warn!(pool = %pool.name, error = %error, "server connection lost during a session");
@@ -184,7 +193,8 @@ impl Session<'_> {
     /// Takes what [`release`] needs, so the session's last words to its client can be
     /// written while the server is reset.
     pub fn take_server(&mut self) -> (Option<Checkout>, BytesMut) {
-        (self.server.take().map(|c| *c), std::mem::take(&mut self.bufs.to_server))
+        let unsent = self.work.peek_mut().map(|p| std::mem::take(&mut p.bufs.to_server)).unwrap_or_default();
+        (self.server.take().map(|c| *c), unsent)
     }
 }
 
@@ -210,7 +220,7 @@ impl Session<'_> {
                 if let Some(end) = self.wait_for_work().await {
                     return end;
                 }
-                let Buffers { first, from_client, .. } = &mut self.bufs;
+                let Buffers { first, from_client, .. } = &mut parts!(self).bufs;
                 first.keep(from_client, self.deferred_begin.as_ref());
             }
             // What needs a server (checkout, relay, state refresh, give-back) is a future of
@@ -239,9 +249,10 @@ impl Session<'_> {
         }
         loop {
             let checkout = self.server.as_mut()?;
+            let Parts { bufs, memo } = self.work.get(self.app, self.shutdown.client());
             let tracking = release_when_quiescent.then_some(exchange::Tracking {
                 analyzer: &self.app.analyzer,
-                memo: &mut self.memo,
+                memo,
                 state: &mut self.state,
                 pool_name: &self.pool.name,
                 pool_stats: &self.pool.stats,
@@ -256,7 +267,7 @@ impl Session<'_> {
             let end = relay::relay(
                 self.client,
                 checkout.conn(),
-                &mut self.bufs,
+                bufs,
                 &self.decoder,
                 &mut self.shutdown,
                 tracking,
@@ -272,7 +283,7 @@ impl Session<'_> {
                     if self.state.pins.is_empty() {
                         self.give_back_quiescent().await;
                         return None;
-                    } else if !self.bufs.from_client.is_empty() {
+                    } else if !parts!(self).bufs.from_client.is_empty() {
                         // The relay stopped at a message statement mode refuses; answer it
                         // here, keeping the pinned server.
                         if let Some(end) = self.wait_for_work().await {
@@ -297,102 +308,6 @@ impl Session<'_> {
         } else {
             tracing::warn!(pool = %self.pool.name, "a cancel request did not complete; closing its server");
             drop(checkout);
-        }
-    }
-
-    /// Waits, holding no server, until the client has sent a whole message that needs one.
-    /// Returns `Some` when the session ends instead.
-    async fn wait_for_work(&mut self) -> Option<RelayEnd> {
-        self.timers.restart();
-        loop {
-            // A BEGIN answered locally is a transaction as far as the client knows.
-            self.timers.enter(if self.deferred_begin.is_some() {
-                Wait::IdleInTransaction
-            } else {
-                Wait::ClientIdle
-            });
-            match self.decoder.peek_len(&self.bufs.from_client) {
-                Ok(Some(len)) => {
-                    let local = match self.local_answer_for(len) {
-                        Ok(local) => local,
-                        Err(end) => return Some(end),
-                    };
-                    let failed = matches!(self.deferred_begin, Some(DeferredBegin::Failed(_)));
-                    // Answers without a server come without a read of the socket per
-                    // message: charge each to the task's budget, so a client pipelining
-                    // them (a flood of lone prepares) yields its worker now and then.
-                    if local.is_none() && !failed && self.answer_statement_command(len) {
-                        tokio::task::consume_budget().await;
-                        continue;
-                    }
-                    match local {
-                        Some(local) => {
-                            self.answer_locally(local, len);
-                            tokio::task::consume_budget().await;
-                            continue;
-                        }
-                        // Where a batch runs is decided on the whole batch: read on.
-                        None if self.routes_transactions()
-                            && decide::needs_more(&self.bufs.from_client, &self.decoder) => {}
-                        None => return None,
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => return Some(RelayEnd::Error(e.into())),
-            }
-            if self.shutdown.now() != Phase::Running {
-                return Some(RelayEnd::Shutdown);
-            }
-            // A client that never sent anything after its login has no buffer yet and gets a
-            // small one with its first read (tokio's read_buf makes 64 bytes of room): an idle
-            // client costs no read buffer.
-            if self.bufs.from_client.capacity() > 0 {
-                exchange::ensure_room(&mut self.bufs.from_client, exchange::IDLE_READ);
-            }
-            if let Err(e) = self.bufs.read_limits.before_read(&self.bufs.from_client, &self.decoder) {
-                return Some(RelayEnd::Error(e));
-            }
-            // A client that sends without reading what pgvia answered locally is not read
-            // further until it does: its answers cannot pile up without bound.
-            let readable =
-                self.bufs.read_limits.may_read(&self.bufs.to_client, &self.bufs.from_client, &self.decoder);
-            // Replies of the last transaction may still be on their way to the client.
-            let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
-            let mut inbox = self.inbox.as_deref_mut();
-            tokio::select! {
-                biased;
-                changed = self.shutdown.changed() => {
-                    if changed.is_err() {
-                        return Some(RelayEnd::Shutdown);
-                    }
-                }
-                frame = relay::next_notification(&mut inbox), if inbox.is_some() => {
-                    self.bufs.to_client.extend_from_slice(&frame);
-                    if let Some(inbox) = inbox.as_mut() {
-                        inbox.drain_into(&mut self.bufs.to_client, exchange::IDLE_READ * 32);
-                    }
-                }
-                wait = self.timers.expired(), if self.timers.armed() => {
-                    return Some(RelayEnd::Error(self.timers.closing_error(wait)));
-                }
-                r = reader.read_buf(&mut self.bufs.from_client), if readable =>
-                match r {
-                    Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
-                    Ok(n) => {
-                        self.bufs.meter.client_bytes(n);
-                        self.timers.restart();
-                    }
-                },
-                r = writer.write(&self.bufs.to_client), if !self.bufs.to_client.is_empty() => match r {
-                    Ok(n) => {
-                        self.bufs.to_client.advance(n);
-                        if self.bufs.to_client.is_empty() && writer.flush().await.is_err() {
-                            return Some(RelayEnd::ClientDone);
-                        }
-                    }
-                    Err(_) => return Some(RelayEnd::ClientDone),
-                },
-            }
         }
     }
 
@@ -446,7 +361,7 @@ impl Session<'_> {
         if let Some(begin) = self.deferred_begin.take() {
             // The client was told its BEGIN succeeded; the server hears it now, first, and
             // its reply is not passed on a second time.
-            self.bufs.to_server.extend_from_slice(begin.frame());
+            parts!(self).bufs.to_server.extend_from_slice(begin.frame());
             // Like any simple query, it replaces the server's unnamed statement.
             conn.statements.unnamed = None;
             conn.tracker.push(Pending {
@@ -469,7 +384,7 @@ impl Session<'_> {
         let Some(checkout) = self.server.as_mut() else { return false };
         let pool = checkout.pool().clone();
         let conn = checkout.conn();
-        if !self.bufs.first.begin_retry(&pool.name, conn, error) {
+        if !parts!(self).bufs.first.begin_retry(&pool.name, conn, error) {
             return false;
         }
         // The statement bookkeeping of what was sent is undone, as for requests a server
@@ -480,17 +395,18 @@ impl Session<'_> {
         self.cancel.slot.set(None);
         // Dropped, not given back: the guard closes a broken server.
         self.server = None;
-        let (request, begin) = self.bufs.first.kept();
+        let bufs = &mut parts!(self).bufs;
+        let (request, begin) = bufs.first.kept();
         self.deferred_begin = begin.cloned();
-        self.bufs.to_server.clear();
-        self.bufs.from_client.clear();
-        self.bufs.from_client.extend_from_slice(request);
+        bufs.to_server.clear();
+        bufs.from_client.clear();
+        bufs.from_client.extend_from_slice(request);
         true
     }
 
     /// Whether this session picks a server per transaction (several servers, transaction
     /// or statement mode).
-    fn routes_transactions(&self) -> bool {
+    pub(super) fn routes_transactions(&self) -> bool {
         !self.group.is_single() && self.pool.settings.pool_mode != PoolMode::Session
     }
 
@@ -530,7 +446,8 @@ impl Session<'_> {
             // The whole session on one server: only the role preference can choose.
             Decision { target: Target::Primary, hinted: false, writes: true }
         } else {
-            let (analyzer, memo) = (&self.app.analyzer, &mut self.memo);
+            let analyzer = &self.app.analyzer;
+            let Parts { bufs, memo } = self.work.get(self.app, self.shutdown.client());
             decide::decide(
                 analyzer,
                 |sql| memo.analyze(analyzer, sql),
@@ -538,7 +455,7 @@ impl Session<'_> {
                 self.statements.as_ref(),
                 self.group.hosts.settings.read_write_split,
                 self.deferred_begin.as_ref().map(|d| &d.frame()[..]),
-                &self.bufs.from_client,
+                &bufs.from_client,
             )
         };
         self.routed = if decision.writes { Routed::Writes } else { Routed::Reads };
@@ -586,7 +503,7 @@ impl Session<'_> {
         }
         for (name, value) in &conn.params {
             if self.told.get(name) != Some(value) {
-                wire::build::parameter_status(&mut self.bufs.to_client, name, value);
+                wire::build::parameter_status(&mut parts!(self).bufs.to_client, name, value);
                 Arc::make_mut(&mut self.told).insert(name.clone(), value.clone());
             }
         }

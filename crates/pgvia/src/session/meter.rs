@@ -32,6 +32,11 @@ impl Meter {
         self.client.as_deref().map(|c| &c.counters)
     }
 
+    /// Whether no query or transaction is being timed.
+    pub fn is_idle(&self) -> bool {
+        self.query_start.is_none() && self.xact_start.is_none()
+    }
+
     /// `n` bytes arrived from the client.
     #[inline]
     pub fn client_bytes(&mut self, n: usize) {

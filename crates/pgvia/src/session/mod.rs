@@ -10,6 +10,7 @@ mod client_scan;
 mod deferred;
 mod error;
 mod exchange;
+mod idle;
 mod local;
 mod login;
 mod memo;
@@ -25,6 +26,7 @@ mod state;
 mod statement_mode;
 mod timeouts;
 mod turns;
+mod work;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -431,15 +433,16 @@ async fn log_in<'a>(
     // Built in a block: the parts moved into the session are then not kept a second time
     // in this function's future, which every idle client carries.
     let session = {
-        let mut bufs = exchange::Buffers::new();
-        bufs.meter = meter::Meter::new(info.clone(), config.general.slow_query_threshold);
-        bufs.read_limits = backpressure::ReadLimits::new(app.admission.clone(), &config.limits);
-        if buf.is_empty() {
+        // An idle client holds no buffers (work.rs): they are taken at its first request,
+        // now if it already sent more than its login (pipelined after it).
+        let work = if buf.is_empty() {
             *buf = BytesMut::new();
+            work::Work::default()
         } else {
-            // The client already sent more than its login (pipelined after it).
-            bufs.from_client = std::mem::take(buf);
-        }
+            let mut parts = work::Parts::take(app, &info);
+            parts.bufs.from_client = std::mem::take(buf);
+            work::Work::with(parts)
+        };
         let timers = timeouts::Timers::new(&pool.settings);
         let statements = pool.client_statements();
         client::Session {
@@ -456,7 +459,7 @@ async fn log_in<'a>(
             },
             cancel,
             told,
-            bufs,
+            work,
             decoder: FrameDecoder::new(config.general.max_message_size as usize),
             shutdown: info.phase_watch(),
             server: owned.map(Box::new),
@@ -465,7 +468,6 @@ async fn log_in<'a>(
             discard: client::Discard::Nothing,
             inbox: None,
             statements,
-            memo: memo::QueryMemo::default(),
             patron,
         }
     };

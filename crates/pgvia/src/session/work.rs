@@ -1,0 +1,124 @@
+//! What a session needs only while it has something to do: its buffers (with the meter, the
+//! read limits and the copy of the first request) and the query memo.
+//!
+//! An idle client does not keep them (issue 19, `docs/benchmarks.md`). They are taken at the
+//! client's first request and given back when its socket goes quiet with nothing held in them
+//! (`Session::wait_for_work`); the next request takes them again. Given back, they go to a
+//! free list of the worker thread, buffers and all, so a busy session takes warm buffers and
+//! the hot path allocates nothing here: one pop and one push per transaction. The list is
+//! bounded ([`SPARE_PER_THREAD`]) and so are the buffers kept in it ([`KEPT_CAPACITY`]).
+//!
+//! The meter and the read limits belong to one client: they are set up at each take, from the
+//! configuration then in force (a reload reaches a client at its next request).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use super::backpressure::ReadLimits;
+use super::exchange::Buffers;
+use super::memo::QueryMemo;
+use super::meter::Meter;
+use crate::app::App;
+use crate::clients::ClientInfo;
+
+/// Free parts kept per worker thread. Idle clients keep none, busy ones hold their own, so
+/// this only needs to cover the clients of one thread that go quiet and come back at once.
+const SPARE_PER_THREAD: usize = 32;
+
+/// A buffer larger than this is not kept in the free list (a large result made it so); the
+/// next user grows its own.
+const KEPT_CAPACITY: usize = 16 * 1024;
+
+/// A session's per-request parts.
+#[derive(Default)]
+pub struct Parts {
+    pub bufs: Buffers,
+    pub memo: QueryMemo,
+}
+
+thread_local! {
+    // Boxes, not the parts themselves: a session holds its parts in a box, and taking one
+    // from here must not allocate it.
+    #[allow(clippy::vec_box)]
+    static SPARE: RefCell<Vec<Box<Parts>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A session's slot for its parts: empty while the client is idle.
+#[derive(Default)]
+pub struct Work(Option<Box<Parts>>);
+
+impl Work {
+    /// Starts with parts already in use (the client sent more than its login).
+    pub fn with(parts: Box<Parts>) -> Work {
+        Work(Some(parts))
+    }
+
+    /// The parts, taken from the worker's free list (or made) and set up for `client` if the
+    /// session holds none.
+    pub fn get(&mut self, app: &App, client: &Arc<ClientInfo>) -> &mut Parts {
+        self.0.get_or_insert_with(|| Parts::take(app, client))
+    }
+
+    /// The parts, if the session holds them.
+    pub fn peek(&self) -> Option<&Parts> {
+        self.0.as_deref()
+    }
+
+    /// The parts, if the session holds them.
+    pub fn peek_mut(&mut self) -> Option<&mut Parts> {
+        self.0.as_deref_mut()
+    }
+
+    /// Gives the parts back to the worker's free list if nothing in them belongs to the
+    /// client any more: no bytes waiting either way, no request kept for a retry, no query
+    /// or transaction being timed, no large message being received.
+    pub fn release_if_clean(&mut self) {
+        let clean = self.0.as_deref().is_some_and(|p| {
+            let b = &p.bufs;
+            b.from_client.is_empty()
+                && b.to_client.is_empty()
+                && b.to_server.is_empty()
+                && !b.first.retrying()
+                && b.meter.is_idle()
+                && b.read_limits.holds_nothing()
+        });
+        if clean {
+            if let Some(parts) = self.0.take() {
+                parts.give_back();
+            }
+        }
+    }
+}
+
+impl Parts {
+    /// Free parts of this worker, or new ones, with `client`'s meter and read limits.
+    pub fn take(app: &App, client: &Arc<ClientInfo>) -> Box<Parts> {
+        let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
+        let mut parts = spare.unwrap_or_default();
+        let config = app.config();
+        parts.bufs.meter = Meter::new(client.clone(), config.general.slow_query_threshold);
+        parts.bufs.read_limits = ReadLimits::new(app.admission.clone(), &config.limits);
+        parts
+    }
+
+    /// Clears what was the client's and keeps the rest on this worker's free list.
+    fn give_back(mut self: Box<Self>) {
+        self.bufs.meter = Meter::default();
+        self.bufs.read_limits = ReadLimits::default();
+        self.bufs.first.forget();
+        self.memo.forget();
+        for buf in [&mut self.bufs.from_client, &mut self.bufs.to_client, &mut self.bufs.to_server] {
+            buf.clear();
+            if buf.capacity() > KEPT_CAPACITY {
+                *buf = BytesMut::new();
+            }
+        }
+        // Not kept (dropped here) when the list is full or the thread is ending.
+        let _ = SPARE.try_with(|s| {
+            let mut spare = s.borrow_mut();
+            (spare.len() < SPARE_PER_THREAD).then(|| spare.push(self))
+        });
+    }
+}
