@@ -12,6 +12,26 @@ macro_rules! parts {
 }
 pub(super) use parts;
 
+/// The client's statements, made at their first use, when its pool follows them.
+macro_rules! statements {
+    ($s:expr) => {
+        $crate::session::client::statements_of(&mut $s.statements, &$s.pool, $s.state.statements_followed)
+    };
+}
+pub(super) use statements;
+
+/// What `statements!` expands to: the fields it needs, so the rest of the session stays free.
+pub(super) fn statements_of<'s>(
+    slot: &'s mut Option<Box<ClientStatements>>,
+    pool: &Pool,
+    followed: bool,
+) -> Option<&'s mut ClientStatements> {
+    if slot.is_none() && followed {
+        *slot = pool.client_statements().map(Box::new);
+    }
+    slot.as_deref_mut()
+}
+
 use bytes::BytesMut;
 use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
@@ -110,18 +130,28 @@ pub struct Session<'a> {
     /// notifications waiting for it. `None` until its first `LISTEN` in transaction mode.
     /// Boxed: few clients listen, and inline it was 56 bytes of every idle client.
     pub inbox: Option<Box<Inbox>>,
-    /// The client's prepared statements, when the pool follows them across servers.
-    pub statements: Option<ClientStatements>,
+    /// The client's prepared statements, when the pool follows them across servers
+    /// (`state.statements_followed`). Made at the client's first request (`statements!`):
+    /// inline, they were 176 bytes of every client, idle or not (issue 19).
+    pub statements: Option<Box<ClientStatements>>,
     /// This client as its pools see it (its state and waits for `SHOW CLIENTS`).
     pub patron: PatronRef,
 }
 
 impl Session<'_> {
-    /// Serves the client until it leaves, fails, or shutdown ends it. The client's last
-    /// message (why it was closed), if any, is left in `out`; the server is still held, for
-    /// [`release`]. Returns why the session ended, for the log.
-    pub async fn run(&mut self, out: &mut BytesMut) -> String {
+    /// Serves the client until it leaves, fails, or shutdown ends it. Returns why the
+    /// session ended (for the log) and the client's last message (why it was closed), if any;
+    /// the server is still held, for [`release`]. The message's buffer is made at the end:
+    /// kept in the session's future, it would be 32 bytes of every idle client.
+    pub async fn run(&mut self) -> (String, BytesMut) {
         let end = self.serve().await;
+        let mut out = BytesMut::new();
+        let reason = self.ended(end, &mut out);
+        (reason, out)
+    }
+
+    /// Why the session ended, with its last words written to `out`.
+    fn ended(&mut self, end: RelayEnd, out: &mut BytesMut) -> String {
         self.cancel.slot.set(None);
         let ended_by_pgvia = match &end {
             RelayEnd::Shutdown => true,
@@ -250,6 +280,7 @@ impl Session<'_> {
         loop {
             let checkout = self.server.as_mut()?;
             let Parts { bufs, memo } = self.work.get(self.app, self.shutdown.client());
+            let statements = statements!(self);
             let tracking = release_when_quiescent.then_some(exchange::Tracking {
                 analyzer: &self.app.analyzer,
                 memo,
@@ -259,7 +290,7 @@ impl Session<'_> {
                 refuse_transactions: self.pool.settings.pool_mode == PoolMode::Statement,
                 held: None,
                 open_batch: false,
-                statements: self.statements.as_mut(),
+                statements,
                 role: &mut self.role,
                 replica_split: (self.routed == Routed::ReadsOnReplica)
                     .then_some(self.group.hosts.settings.read_write_split),
@@ -390,7 +421,7 @@ impl Session<'_> {
         // The statement bookkeeping of what was sent is undone, as for requests a server
         // refused, so the request finds the client's statements as they were.
         conn.tracker.abandon();
-        conn.settle_statements(self.statements.as_mut());
+        conn.settle_statements(statements!(self));
         conn.mark_broken();
         self.cancel.slot.set(None);
         // Dropped, not given back: the guard closes a broken server.
@@ -452,7 +483,7 @@ impl Session<'_> {
                 analyzer,
                 |sql| memo.analyze(analyzer, sql),
                 &self.decoder,
-                self.statements.as_ref(),
+                statements!(self).map(|s| &*s),
                 self.group.hosts.settings.read_write_split,
                 self.deferred_begin.as_ref().map(|d| &d.frame()[..]),
                 &bufs.from_client,

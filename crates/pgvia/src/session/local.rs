@@ -10,7 +10,7 @@ use wire::frontend::{FrontendMessage, Oids};
 use route::StatementKind;
 use wire::sqlstate::SqlState;
 
-use super::client::parts;
+use super::client::{parts, statements};
 use super::client::{Discard, Session};
 use super::deferred::DeferredBegin;
 use super::exchange::RelayEnd;
@@ -179,7 +179,7 @@ impl Session<'_> {
     /// with that first use; a statement PostgreSQL's parser rejects still goes to a server so
     /// the error comes now, as does a name already in use.
     fn prepare_locally(&mut self, parse_len: usize) -> bool {
-        let Some(statements) = self.statements.as_mut() else { return false };
+        let Some(statements) = statements!(self) else { return false };
         if self.deferred_begin.is_some() {
             return false;
         }
@@ -234,7 +234,7 @@ impl Session<'_> {
     /// (`EXECUTE` brings the statement to a server). A name already in use, or one
     /// `DEALLOCATE` does not know, gets PostgreSQL's own error from a server.
     fn sql_locally(&mut self, len: usize) -> bool {
-        let Some(statements) = self.statements.as_mut() else { return false };
+        let Some(statements) = statements!(self) else { return false };
         let parts = parts!(self);
         let frame = &parts.bufs.from_client[..len];
         let Ok(FrontendMessage::Query { sql }) = FrontendMessage::parse_body(frame[0], &frame[5..]) else {

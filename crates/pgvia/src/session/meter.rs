@@ -137,7 +137,7 @@ impl Meter {
     /// The server sent an ErrorResponse with this SQLSTATE.
     pub fn error(&mut self, code: &[u8]) {
         if let Some(c) = self.counters() {
-            c.errors[error_class_index(code)].fetch_add(1, Ordering::Relaxed);
+            c.errors.add(error_class_index(code), 1);
         }
     }
 }
