@@ -455,13 +455,14 @@ async fn log_in<'a>(
     let session = {
         // An idle client holds no buffers (work.rs): they are taken at its first request,
         // now if it already sent more than its login (pipelined after it).
+        let terms = work::Terms::of(&config);
         let work = if buf.is_empty() {
             *buf = BytesMut::new();
-            work::Work::default()
+            work::Work::new(terms)
         } else {
-            let mut parts = work::Parts::take(app, &info);
+            let mut parts = work::Parts::take(app, &info, terms);
             parts.bufs.from_client = std::mem::take(buf);
-            work::Work::with(parts)
+            work::Work::with(parts, terms)
         };
         let timers = timeouts::Timers::new(&pool.settings);
         let statements = pool.client_statements();
@@ -489,7 +490,6 @@ async fn log_in<'a>(
             inbox: None,
             // Made at the first request (`client::statements!`).
             statements: None,
-            patron,
         }
     };
     drop(config);

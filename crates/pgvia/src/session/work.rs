@@ -8,11 +8,13 @@
 //! the hot path allocates nothing here: one pop and one push per transaction. The list is
 //! bounded ([`SPARE_PER_THREAD`]) and so are the buffers kept in it ([`KEPT_CAPACITY`]).
 //!
-//! The meter and the read limits belong to one client: they are set up at each take, from the
-//! configuration then in force (a reload reaches a client at its next request).
+//! The meter and the read limits belong to one client: they are set up at each take, with the
+//! values the configuration had when the session started ([`Terms`]; a reload applies them to
+//! sessions that start after it, as before).
 
 use std::cell::RefCell;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::BytesMut;
 
@@ -46,19 +48,45 @@ thread_local! {
 }
 
 /// A session's slot for its parts: empty while the client is idle.
-#[derive(Default)]
-pub struct Work(Option<Box<Parts>>);
+pub struct Work(Option<Box<Parts>>, Terms);
+
+/// What a session's parts are set up with: the configuration's values when it started.
+#[derive(Debug, Clone, Copy)]
+pub struct Terms {
+    /// `general.slow_query_threshold`.
+    slow_query_threshold: Duration,
+    /// `limits.client_backlog_bytes`.
+    backlog: usize,
+    /// `limits.max_buffered_message_bytes`.
+    message_budget: u64,
+}
+
+impl Terms {
+    pub fn of(config: &crate::config::Config) -> Terms {
+        Terms {
+            slow_query_threshold: config.general.slow_query_threshold,
+            backlog: config.limits.client_backlog_bytes as usize,
+            message_budget: config.limits.max_buffered_message_bytes,
+        }
+    }
+}
 
 impl Work {
+    /// A session's slot, empty.
+    pub fn new(terms: Terms) -> Work {
+        Work(None, terms)
+    }
+
     /// Starts with parts already in use (the client sent more than its login).
-    pub fn with(parts: Box<Parts>) -> Work {
-        Work(Some(parts))
+    pub fn with(parts: Box<Parts>, terms: Terms) -> Work {
+        Work(Some(parts), terms)
     }
 
     /// The parts, taken from the worker's free list (or made) and set up for `client` if the
     /// session holds none.
     pub fn get(&mut self, app: &App, client: &Arc<ClientInfo>) -> &mut Parts {
-        self.0.get_or_insert_with(|| Parts::take(app, client))
+        let terms = self.1;
+        self.0.get_or_insert_with(|| Parts::take(app, client, terms))
     }
 
     /// The parts, if the session holds them.
@@ -94,12 +122,11 @@ impl Work {
 
 impl Parts {
     /// Free parts of this worker, or new ones, with `client`'s meter and read limits.
-    pub fn take(app: &App, client: &Arc<ClientInfo>) -> Box<Parts> {
+    pub fn take(app: &App, client: &Arc<ClientInfo>, terms: Terms) -> Box<Parts> {
         let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
         let mut parts = spare.unwrap_or_default();
-        let config = app.config();
-        parts.bufs.meter = Meter::new(client.clone(), config.general.slow_query_threshold);
-        parts.bufs.read_limits = ReadLimits::new(app.admission.clone(), &config.limits);
+        parts.bufs.meter = Meter::new(client.clone(), terms.slow_query_threshold);
+        parts.bufs.read_limits = ReadLimits::with(app.admission.clone(), terms.backlog, terms.message_budget);
         parts
     }
 
