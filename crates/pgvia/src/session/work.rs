@@ -149,3 +149,53 @@ impl Parts {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms() -> Terms {
+        Terms { slow_query_threshold: Duration::ZERO, backlog: 1 << 20, message_budget: 1 << 30 }
+    }
+
+    fn spare() -> Option<Box<Parts>> {
+        SPARE.with(|s| s.borrow_mut().pop())
+    }
+
+    #[test]
+    fn parts_holding_bytes_stay_and_clean_parts_go_back_warm() {
+        while spare().is_some() {}
+        let mut parts = Box::<Parts>::default();
+        parts.bufs.from_client.extend_from_slice(b"Q\0\0\0\x0dSELECT 1\0");
+        parts.bufs.to_client.reserve(64 * 1024);
+        let mut work = Work::with(parts, terms());
+        // A request waits in the buffer: the parts are the client's.
+        work.release_if_clean();
+        assert!(work.peek().is_some());
+        assert!(spare().is_none());
+
+        let held = work.peek_mut().map(|p| {
+            p.bufs.from_client.clear();
+            p.bufs.from_client.reserve(2048);
+            p as *const Parts
+        });
+        work.release_if_clean();
+        assert!(work.peek().is_none(), "clean parts are given back");
+        let back = spare().expect("kept on this thread's free list");
+        assert_eq!(Some(&*back as *const Parts), held, "the same box, not a copy");
+        // Emptied; a small buffer keeps its room, an oversized one does not.
+        assert!(back.bufs.from_client.is_empty() && back.bufs.from_client.capacity() >= 2048);
+        assert_eq!(back.bufs.to_client.capacity(), 0);
+        assert!(back.bufs.meter.is_idle());
+    }
+
+    #[test]
+    fn the_free_list_is_bounded() {
+        while spare().is_some() {}
+        for _ in 0..SPARE_PER_THREAD + 8 {
+            Box::<Parts>::default().give_back();
+        }
+        assert_eq!(SPARE.with(|s| s.borrow().len()), SPARE_PER_THREAD);
+        while spare().is_some() {}
+    }
+}
