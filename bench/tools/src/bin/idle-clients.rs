@@ -1,5 +1,6 @@
 //! Usage: idle-clients --port PORT --pid PID [--count 10000] [--user idle] [--database bench]
 //!                     [--concurrency 200] [--timeout-secs 120] [--settle-ms 1500] [--hold-secs 0]
+//!                     [--query SQL]
 //!
 //! Opens COUNT client connections to a pooler on 127.0.0.1:PORT, completes the login of each
 //! (the user must use trust authentication: no password is sent), keeps them all open and idle,
@@ -7,6 +8,9 @@
 //! `key=value` pairs:
 //!
 //! `clients=N failed=N rss_before_kib=N rss_after_kib=N kib_per_client=F seconds=F`
+//!
+//! With `--query SQL` each client runs that simple query once after its login (reading the whole
+//! reply) before it goes idle: what a client that did some work costs once it is idle.
 //!
 //! Every connection is closed when the tool exits; the logins are bounded by --timeout-secs.
 //! With `--hold-secs N` (the soak, scripts/soak) the connections then stay open and idle for N
@@ -55,6 +59,9 @@ struct Args {
     /// Keep the connections open this long after the report, then say how many the pooler closed.
     #[arg(long, default_value_t = 0)]
     hold_secs: u64,
+    /// A simple query each client runs once after its login, before it goes idle.
+    #[arg(long)]
+    query: Option<String>,
 }
 
 /// Longest message accepted during login (ParameterStatus values are short).
@@ -91,10 +98,10 @@ async fn run(args: Args) -> Result<(), ToolError> {
     let mut logins = JoinSet::new();
     for _ in 0..args.count {
         let gate = Arc::clone(&gate);
-        let (user, database) = (args.user.clone(), args.database.clone());
+        let (user, database, query) = (args.user.clone(), args.database.clone(), args.query.clone());
         logins.spawn(async move {
             let _permit = gate.acquire_owned().await.map_err(|_| ToolError::Login("gate closed".into()))?;
-            let login = connect_and_login(addr, &user, &database);
+            let login = connect_and_login(addr, &user, &database, query.as_deref());
             tokio::time::timeout_at(deadline.into(), login)
                 .await
                 .map_err(|_| ToolError::Timeout("login".into()))?
@@ -159,8 +166,14 @@ fn closed_by_peer(stream: TcpStream) -> bool {
     !matches!(stream.peek(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
-/// Connects, sends a StartupMessage and reads until ReadyForQuery. Returns the open stream.
-async fn connect_and_login(addr: SocketAddr, user: &str, database: &str) -> Result<TcpStream, ToolError> {
+/// Connects, sends a StartupMessage and reads until ReadyForQuery; then runs `query`, if any,
+/// and reads until its ReadyForQuery. Returns the open stream.
+async fn connect_and_login(
+    addr: SocketAddr,
+    user: &str,
+    database: &str,
+    mut query: Option<&str>,
+) -> Result<TcpStream, ToolError> {
     let mut stream = TcpStream::connect(addr).await.ctx(|| format!("connect {addr}"))?;
     stream.set_nodelay(true).ctx(|| "set TCP_NODELAY".into())?;
 
@@ -194,8 +207,16 @@ async fn connect_and_login(addr: SocketAddr, user: &str, database: &str) -> Resu
                     }
                 }
                 b'E' => return Err(ToolError::Login(error_message(&body))),
-                b'Z' => return Ok(stream),
-                // ParameterStatus, BackendKeyData, NoticeResponse, NegotiateProtocolVersion.
+                b'Z' => match query.take() {
+                    Some(sql) => {
+                        out.clear();
+                        wire::build::query(&mut out, sql);
+                        stream.write_all(&out).await.ctx(|| "send the query".into())?;
+                    }
+                    None => return Ok(stream),
+                },
+                // ParameterStatus, BackendKeyData, NoticeResponse, NegotiateProtocolVersion,
+                // and the query's rows.
                 _ => {}
             }
         }

@@ -49,13 +49,15 @@ impl Default for ReadLimits {
 }
 
 impl ReadLimits {
-    /// The limits of `[limits]` as they are when the session starts.
-    pub fn new(admission: Arc<Admission>, limits: &crate::config::Limits) -> Self {
-        Self {
-            backlog: limits.client_backlog_bytes as usize,
-            budget: Some(Budget { admission, cap: limits.max_buffered_message_bytes }),
-            lease: None,
-        }
+    /// The limits of a session, from the values of `[limits]` when it started
+    /// (`client_backlog_bytes`, `max_buffered_message_bytes`; see work.rs's `Terms`).
+    pub fn with(admission: Arc<Admission>, backlog: usize, cap: u64) -> Self {
+        Self { backlog, budget: Some(Budget { admission, cap }), lease: None }
+    }
+
+    /// Whether no budget is held for a large message.
+    pub fn holds_nothing(&self) -> bool {
+        self.lease.is_none()
     }
 
     /// Whether to read the client now. `to_client` holds pgvia's answers (and the server's

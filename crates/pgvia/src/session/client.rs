@@ -3,21 +3,48 @@
 
 use std::sync::Arc;
 
-use bytes::Buf;
+/// The session's per-request parts, taken if it holds none (work.rs). A macro, not a method:
+/// it borrows the three fields it needs, not the whole session.
+macro_rules! parts {
+    ($s:expr) => {
+        $s.work.get($s.app, $s.shutdown.client())
+    };
+}
+pub(super) use parts;
+
+/// The client's statements, made at their first use, when its pool follows them.
+macro_rules! statements {
+    ($s:expr) => {
+        $crate::session::client::statements_of(&mut $s.statements, &$s.pool, $s.state.statements_followed)
+    };
+}
+pub(super) use statements;
+
+/// What `statements!` expands to: the fields it needs, so the rest of the session stays free.
+pub(super) fn statements_of<'s>(
+    slot: &'s mut Option<Box<ClientStatements>>,
+    pool: &Pool,
+    followed: bool,
+) -> Option<&'s mut ClientStatements> {
+    if slot.is_none() && followed {
+        *slot = pool.client_statements().map(Box::new);
+    }
+    slot.as_deref_mut()
+}
+
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
 
 use super::deferred::DeferredBegin;
 use super::error::SessionError;
 use super::exchange::{self, Buffers, RelayEnd};
-use super::memo::QueryMemo;
 use super::relay;
 use super::settings;
 use super::state::{self, SessionState};
-use super::timeouts::{Timers, Wait};
-use crate::app::{App, Phase};
+use super::timeouts::Timers;
+use super::work::{Parts, Work};
+use crate::app::App;
 use crate::cancel::CancelKey;
 use crate::config::{PoolMode, RolePreference};
 use crate::net::ClientStream;
@@ -83,7 +110,9 @@ pub struct Session<'a> {
     /// The parameter values the client has been told (ParameterStatus); shared with the pool
     /// and other clients until it differs from theirs.
     pub told: Arc<ServerParams>,
-    pub bufs: Buffers,
+    /// Buffers, meter, read limits and query memo: held only while the client has something
+    /// to do (work.rs); an idle client keeps none of them.
+    pub work: Work,
     pub decoder: FrameDecoder,
     pub shutdown: crate::clients::PhaseWatch,
     /// The server the client holds. Boxed: a client holds one only while it has a
@@ -101,20 +130,26 @@ pub struct Session<'a> {
     /// notifications waiting for it. `None` until its first `LISTEN` in transaction mode.
     /// Boxed: few clients listen, and inline it was 56 bytes of every idle client.
     pub inbox: Option<Box<Inbox>>,
-    /// The client's prepared statements, when the pool follows them across servers.
-    pub statements: Option<ClientStatements>,
-    /// The last simple query's analysis: looked at here and again in the relay.
-    pub memo: QueryMemo,
-    /// This client as its pools see it (its state and waits for `SHOW CLIENTS`).
-    pub patron: PatronRef,
+    /// The client's prepared statements, when the pool follows them across servers
+    /// (`state.statements_followed`). Made at the client's first request (`statements!`):
+    /// inline, they were 176 bytes of every client, idle or not (issue 19).
+    pub statements: Option<Box<ClientStatements>>,
 }
 
 impl Session<'_> {
-    /// Serves the client until it leaves, fails, or shutdown ends it. The client's last
-    /// message (why it was closed), if any, is left in `out`; the server is still held, for
-    /// [`release`]. Returns why the session ended, for the log.
-    pub async fn run(&mut self, out: &mut BytesMut) -> String {
+    /// Serves the client until it leaves, fails, or shutdown ends it. Returns why the
+    /// session ended (for the log) and the client's last message (why it was closed), if any;
+    /// the server is still held, for [`release`]. The message's buffer is made at the end:
+    /// kept in the session's future, it would be 32 bytes of every idle client.
+    pub async fn run(&mut self) -> (String, BytesMut) {
         let end = self.serve().await;
+        let mut out = BytesMut::new();
+        let reason = self.ended(end, &mut out);
+        (reason, out)
+    }
+
+    /// Why the session ended, with its last words written to `out`.
+    fn ended(&mut self, end: RelayEnd, out: &mut BytesMut) -> String {
         self.cancel.slot.set(None);
         let ended_by_pgvia = match &end {
             RelayEnd::Shutdown => true,
@@ -138,7 +173,9 @@ impl Session<'_> {
                 // What the server said last (its FATAL among it, when it explained itself)
                 // may still wait in the client's buffer: the relay saw the server's EOF before
                 // it could write them. The client hears them first, as directly.
-                out.extend_from_slice(&std::mem::take(&mut self.bufs.to_client));
+                if let Some(parts) = self.work.peek_mut() {
+                    out.extend_from_slice(&std::mem::take(&mut parts.bufs.to_client));
+                }
                 // The pool of the server that was lost, which routing may have picked.
                 let pool = self.server.as_ref().map_or(&self.pool, |c| c.pool());
                 tracing::warn!(pool = %pool.name, error = %error, "server connection lost during a session");
@@ -184,7 +221,8 @@ impl Session<'_> {
     /// Takes what [`release`] needs, so the session's last words to its client can be
     /// written while the server is reset.
     pub fn take_server(&mut self) -> (Option<Checkout>, BytesMut) {
-        (self.server.take().map(|c| *c), std::mem::take(&mut self.bufs.to_server))
+        let unsent = self.work.peek_mut().map(|p| std::mem::take(&mut p.bufs.to_server)).unwrap_or_default();
+        (self.server.take().map(|c| *c), unsent)
     }
 }
 
@@ -210,7 +248,7 @@ impl Session<'_> {
                 if let Some(end) = self.wait_for_work().await {
                     return end;
                 }
-                let Buffers { first, from_client, .. } = &mut self.bufs;
+                let Buffers { first, from_client, .. } = &mut parts!(self).bufs;
                 first.keep(from_client, self.deferred_begin.as_ref());
             }
             // What needs a server (checkout, relay, state refresh, give-back) is a future of
@@ -239,16 +277,18 @@ impl Session<'_> {
         }
         loop {
             let checkout = self.server.as_mut()?;
+            let Parts { bufs, memo } = self.work.get(self.app, self.shutdown.client());
+            let statements = statements!(self);
             let tracking = release_when_quiescent.then_some(exchange::Tracking {
                 analyzer: &self.app.analyzer,
-                memo: &mut self.memo,
+                memo,
                 state: &mut self.state,
                 pool_name: &self.pool.name,
                 pool_stats: &self.pool.stats,
                 refuse_transactions: self.pool.settings.pool_mode == PoolMode::Statement,
                 held: None,
                 open_batch: false,
-                statements: self.statements.as_mut(),
+                statements,
                 role: &mut self.role,
                 replica_split: (self.routed == Routed::ReadsOnReplica)
                     .then_some(self.group.hosts.settings.read_write_split),
@@ -256,7 +296,7 @@ impl Session<'_> {
             let end = relay::relay(
                 self.client,
                 checkout.conn(),
-                &mut self.bufs,
+                bufs,
                 &self.decoder,
                 &mut self.shutdown,
                 tracking,
@@ -272,7 +312,7 @@ impl Session<'_> {
                     if self.state.pins.is_empty() {
                         self.give_back_quiescent().await;
                         return None;
-                    } else if !self.bufs.from_client.is_empty() {
+                    } else if !parts!(self).bufs.from_client.is_empty() {
                         // The relay stopped at a message statement mode refuses; answer it
                         // here, keeping the pinned server.
                         if let Some(end) = self.wait_for_work().await {
@@ -297,102 +337,6 @@ impl Session<'_> {
         } else {
             tracing::warn!(pool = %self.pool.name, "a cancel request did not complete; closing its server");
             drop(checkout);
-        }
-    }
-
-    /// Waits, holding no server, until the client has sent a whole message that needs one.
-    /// Returns `Some` when the session ends instead.
-    async fn wait_for_work(&mut self) -> Option<RelayEnd> {
-        self.timers.restart();
-        loop {
-            // A BEGIN answered locally is a transaction as far as the client knows.
-            self.timers.enter(if self.deferred_begin.is_some() {
-                Wait::IdleInTransaction
-            } else {
-                Wait::ClientIdle
-            });
-            match self.decoder.peek_len(&self.bufs.from_client) {
-                Ok(Some(len)) => {
-                    let local = match self.local_answer_for(len) {
-                        Ok(local) => local,
-                        Err(end) => return Some(end),
-                    };
-                    let failed = matches!(self.deferred_begin, Some(DeferredBegin::Failed(_)));
-                    // Answers without a server come without a read of the socket per
-                    // message: charge each to the task's budget, so a client pipelining
-                    // them (a flood of lone prepares) yields its worker now and then.
-                    if local.is_none() && !failed && self.answer_statement_command(len) {
-                        tokio::task::consume_budget().await;
-                        continue;
-                    }
-                    match local {
-                        Some(local) => {
-                            self.answer_locally(local, len);
-                            tokio::task::consume_budget().await;
-                            continue;
-                        }
-                        // Where a batch runs is decided on the whole batch: read on.
-                        None if self.routes_transactions()
-                            && decide::needs_more(&self.bufs.from_client, &self.decoder) => {}
-                        None => return None,
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => return Some(RelayEnd::Error(e.into())),
-            }
-            if self.shutdown.now() != Phase::Running {
-                return Some(RelayEnd::Shutdown);
-            }
-            // A client that never sent anything after its login has no buffer yet and gets a
-            // small one with its first read (tokio's read_buf makes 64 bytes of room): an idle
-            // client costs no read buffer.
-            if self.bufs.from_client.capacity() > 0 {
-                exchange::ensure_room(&mut self.bufs.from_client, exchange::IDLE_READ);
-            }
-            if let Err(e) = self.bufs.read_limits.before_read(&self.bufs.from_client, &self.decoder) {
-                return Some(RelayEnd::Error(e));
-            }
-            // A client that sends without reading what pgvia answered locally is not read
-            // further until it does: its answers cannot pile up without bound.
-            let readable =
-                self.bufs.read_limits.may_read(&self.bufs.to_client, &self.bufs.from_client, &self.decoder);
-            // Replies of the last transaction may still be on their way to the client.
-            let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
-            let mut inbox = self.inbox.as_deref_mut();
-            tokio::select! {
-                biased;
-                changed = self.shutdown.changed() => {
-                    if changed.is_err() {
-                        return Some(RelayEnd::Shutdown);
-                    }
-                }
-                frame = relay::next_notification(&mut inbox), if inbox.is_some() => {
-                    self.bufs.to_client.extend_from_slice(&frame);
-                    if let Some(inbox) = inbox.as_mut() {
-                        inbox.drain_into(&mut self.bufs.to_client, exchange::IDLE_READ * 32);
-                    }
-                }
-                wait = self.timers.expired(), if self.timers.armed() => {
-                    return Some(RelayEnd::Error(self.timers.closing_error(wait)));
-                }
-                r = reader.read_buf(&mut self.bufs.from_client), if readable =>
-                match r {
-                    Ok(0) | Err(_) => return Some(RelayEnd::ClientDone),
-                    Ok(n) => {
-                        self.bufs.meter.client_bytes(n);
-                        self.timers.restart();
-                    }
-                },
-                r = writer.write(&self.bufs.to_client), if !self.bufs.to_client.is_empty() => match r {
-                    Ok(n) => {
-                        self.bufs.to_client.advance(n);
-                        if self.bufs.to_client.is_empty() && writer.flush().await.is_err() {
-                            return Some(RelayEnd::ClientDone);
-                        }
-                    }
-                    Err(_) => return Some(RelayEnd::ClientDone),
-                },
-            }
         }
     }
 
@@ -446,7 +390,7 @@ impl Session<'_> {
         if let Some(begin) = self.deferred_begin.take() {
             // The client was told its BEGIN succeeded; the server hears it now, first, and
             // its reply is not passed on a second time.
-            self.bufs.to_server.extend_from_slice(begin.frame());
+            parts!(self).bufs.to_server.extend_from_slice(begin.frame());
             // Like any simple query, it replaces the server's unnamed statement.
             conn.statements.unnamed = None;
             conn.tracker.push(Pending {
@@ -469,28 +413,36 @@ impl Session<'_> {
         let Some(checkout) = self.server.as_mut() else { return false };
         let pool = checkout.pool().clone();
         let conn = checkout.conn();
-        if !self.bufs.first.begin_retry(&pool.name, conn, error) {
+        if !parts!(self).bufs.first.begin_retry(&pool.name, conn, error) {
             return false;
         }
         // The statement bookkeeping of what was sent is undone, as for requests a server
         // refused, so the request finds the client's statements as they were.
         conn.tracker.abandon();
-        conn.settle_statements(self.statements.as_mut());
+        conn.settle_statements(statements!(self));
         conn.mark_broken();
         self.cancel.slot.set(None);
         // Dropped, not given back: the guard closes a broken server.
         self.server = None;
-        let (request, begin) = self.bufs.first.kept();
+        let bufs = &mut parts!(self).bufs;
+        let (request, begin) = bufs.first.kept();
         self.deferred_begin = begin.cloned();
-        self.bufs.to_server.clear();
-        self.bufs.from_client.clear();
-        self.bufs.from_client.extend_from_slice(request);
+        bufs.to_server.clear();
+        bufs.from_client.clear();
+        bufs.from_client.extend_from_slice(request);
         true
+    }
+
+    /// This client as its pools see it (its state and waits for `SHOW CLIENTS`): its registry
+    /// entry, which the phase watch holds already (a field of its own was 16 bytes of every
+    /// idle client).
+    fn patron(&self) -> PatronRef {
+        self.shutdown.client().clone()
     }
 
     /// Whether this session picks a server per transaction (several servers, transaction
     /// or statement mode).
-    fn routes_transactions(&self) -> bool {
+    pub(super) fn routes_transactions(&self) -> bool {
         !self.group.is_single() && self.pool.settings.pool_mode != PoolMode::Session
     }
 
@@ -498,7 +450,8 @@ impl Session<'_> {
     async fn checkout(&mut self) -> Result<Checkout, SessionError> {
         if self.group.is_single() {
             self.routed = Routed::Unrouted;
-            return Ok(self.pool.checkout(Some(&self.patron)).await?);
+            let patron = self.patron();
+            return Ok(self.pool.checkout(Some(&patron)).await?);
         }
         if self.group.hosts.is_retired() {
             // A reload changed the database's servers.
@@ -510,7 +463,8 @@ impl Session<'_> {
             }
         }
         let (target, by_analysis) = self.route();
-        let checkout = self.group.checkout(target, Some(&self.patron)).await?;
+        let patron = self.patron();
+        let checkout = self.group.checkout(target, Some(&patron)).await?;
         let primary = self.group.hosts.primary().and_then(|i| self.group.pools.get(i));
         let on_replica = by_analysis
             && target == Target::Replica
@@ -530,15 +484,16 @@ impl Session<'_> {
             // The whole session on one server: only the role preference can choose.
             Decision { target: Target::Primary, hinted: false, writes: true }
         } else {
-            let (analyzer, memo) = (&self.app.analyzer, &mut self.memo);
+            let analyzer = &self.app.analyzer;
+            let Parts { bufs, memo } = self.work.get(self.app, self.shutdown.client());
             decide::decide(
                 analyzer,
                 |sql| memo.analyze(analyzer, sql),
                 &self.decoder,
-                self.statements.as_ref(),
+                statements!(self).map(|s| &*s),
                 self.group.hosts.settings.read_write_split,
                 self.deferred_begin.as_ref().map(|d| &d.frame()[..]),
-                &self.bufs.from_client,
+                &bufs.from_client,
             )
         };
         self.routed = if decision.writes { Routed::Writes } else { Routed::Reads };
@@ -586,7 +541,7 @@ impl Session<'_> {
         }
         for (name, value) in &conn.params {
             if self.told.get(name) != Some(value) {
-                wire::build::parameter_status(&mut self.bufs.to_client, name, value);
+                wire::build::parameter_status(&mut parts!(self).bufs.to_client, name, value);
                 Arc::make_mut(&mut self.told).insert(name.clone(), value.clone());
             }
         }

@@ -19,7 +19,9 @@ use crate::server::forward::{reserved_name_error, Forward, Sent, ServerSide};
 use crate::server::tracker::{Pending, Request};
 use crate::server::{ServerConn, ServerError};
 
-/// Per-session buffers, kept across the session's life so the hot path does not allocate.
+/// A session's buffers, held while it has something to do and kept warm on the worker's
+/// free list in between (work.rs), so the hot path does not allocate. Empty at first: reads
+/// make room as they need it (`ensure_room`).
 #[derive(Default)]
 pub struct Buffers {
     pub from_client: BytesMut,
@@ -32,14 +34,6 @@ pub struct Buffers {
     pub first: super::retry::FirstAttempt,
     /// When the client may be read (high-water mark, large-message budget).
     pub read_limits: super::backpressure::ReadLimits,
-}
-
-impl Buffers {
-    /// Empty buffers: an idle client costs no buffer memory until it sends or receives
-    /// something; reads make room as they need it (`ensure_room`).
-    pub fn new() -> Self {
-        Self::default()
-    }
 }
 
 #[derive(Debug)]

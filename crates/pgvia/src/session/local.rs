@@ -10,6 +10,7 @@ use wire::frontend::{FrontendMessage, Oids};
 use route::StatementKind;
 use wire::sqlstate::SqlState;
 
+use super::client::{parts, statements};
 use super::client::{Discard, Session};
 use super::deferred::DeferredBegin;
 use super::exchange::RelayEnd;
@@ -72,7 +73,8 @@ impl Session<'_> {
     /// is not valid: garbage must not cost a server).
     pub(super) fn local_answer_for(&mut self, len: usize) -> Result<Option<Local>, RelayEnd> {
         let statement_mode = self.pool.settings.pool_mode == PoolMode::Statement;
-        let frame = &self.bufs.from_client[..len];
+        let parts = parts!(self);
+        let frame = &parts.bufs.from_client[..len];
         // A transaction that failed without a server is the server's to answer.
         let failed = matches!(self.deferred_begin, Some(DeferredBegin::Failed(_)));
         Ok(match (frame[0], FrontendMessage::parse_body(frame[0], &frame[5..])) {
@@ -82,7 +84,7 @@ impl Session<'_> {
             (wire::frontend::tag::TERMINATE, _) => return Err(RelayEnd::ClientDone),
             _ if self.discard == Discard::UntilSync => Some(Local::Discard),
             (_, Ok(FrontendMessage::Query { sql })) if statement_mode => {
-                let analysis = self.memo.analyze(&self.app.analyzer, sql);
+                let analysis = parts.memo.analyze(&self.app.analyzer, sql);
                 statement_mode::opens_transaction(&analysis).then_some(Local::RefuseQuery)
             }
             (_, Ok(FrontendMessage::Parse(p))) if statement_mode => {
@@ -92,7 +94,7 @@ impl Session<'_> {
             (_, Ok(FrontendMessage::Query { sql }))
                 if self.pool.settings.pool_mode != PoolMode::Session && !failed =>
             {
-                let analysis = self.memo.analyze(&self.app.analyzer, sql);
+                let analysis = parts.memo.analyze(&self.app.analyzer, sql);
                 local_answer(&analysis, sql, self.deferred_begin.is_some())
             }
             _ => None,
@@ -101,10 +103,10 @@ impl Session<'_> {
 
     /// Answers a transaction-control statement without a server (see [`local_answer`]).
     pub(super) fn answer_locally(&mut self, local: Local, len: usize) {
-        let frame = self.bufs.from_client.split_to(len);
+        let frame = parts!(self).bufs.from_client.split_to(len);
         // A BEGIN answered locally is a transaction as far as the client knows.
         let local_status = self.local_status();
-        let out = &mut self.bufs.to_client;
+        let out = &mut parts!(self).bufs.to_client;
         let (tag, status) = match local {
             Local::RefuseQuery => {
                 statement_mode::write_refusal(out);
@@ -155,14 +157,14 @@ impl Session<'_> {
                 (tag, TransactionStatus::Idle)
             }
         };
-        wire::build::command_complete(&mut self.bufs.to_client, tag);
-        wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
+        wire::build::command_complete(&mut parts!(self).bufs.to_client, tag);
+        wire::build::ready_for_query(&mut parts!(self).bufs.to_client, status.as_byte());
     }
 
     /// Answers the client's first waiting message when it is a lone prepare or a SQL
     /// `PREPARE`/`DEALLOCATE`; returns false when it needs a server after all.
     pub(super) fn answer_statement_command(&mut self, len: usize) -> bool {
-        match self.bufs.from_client[0] {
+        match parts!(self).bufs.from_client[0] {
             wire::frontend::tag::PARSE => self.prepare_locally(len),
             wire::frontend::tag::QUERY => self.sql_locally(len),
             _ => false,
@@ -177,11 +179,11 @@ impl Session<'_> {
     /// with that first use; a statement PostgreSQL's parser rejects still goes to a server so
     /// the error comes now, as does a name already in use.
     fn prepare_locally(&mut self, parse_len: usize) -> bool {
-        let Some(statements) = self.statements.as_mut() else { return false };
+        let Some(statements) = statements!(self) else { return false };
         if self.deferred_begin.is_some() {
             return false;
         }
-        let buf = &self.bufs.from_client;
+        let buf = &parts!(self).bufs.from_client;
         let rest = &buf[parse_len..];
         if rest.len() < 5 || rest[0] != wire::frontend::tag::SYNC || rest[1..5] != [0, 0, 0, 4] {
             return false;
@@ -204,9 +206,12 @@ impl Session<'_> {
             // Refused as PostgreSQL refuses a Parse: an error, and the session goes on. This
             // is what a flood of prepares meets, so it costs no server and no analysis.
             Err(limit) => {
-                self.bufs.from_client.advance(parse_len + 5);
-                limit.write_error(&mut self.bufs.to_client);
-                wire::build::ready_for_query(&mut self.bufs.to_client, TransactionStatus::Idle.as_byte());
+                parts!(self).bufs.from_client.advance(parse_len + 5);
+                limit.write_error(&mut parts!(self).bufs.to_client);
+                wire::build::ready_for_query(
+                    &mut parts!(self).bufs.to_client,
+                    TransactionStatus::Idle.as_byte(),
+                );
                 return true;
             }
         };
@@ -219,9 +224,9 @@ impl Session<'_> {
             return false;
         }
         self.state.observe(&analysis);
-        self.bufs.from_client.advance(parse_len + 5);
-        wire::build::parse_complete(&mut self.bufs.to_client);
-        wire::build::ready_for_query(&mut self.bufs.to_client, TransactionStatus::Idle.as_byte());
+        parts!(self).bufs.from_client.advance(parse_len + 5);
+        wire::build::parse_complete(&mut parts!(self).bufs.to_client);
+        wire::build::ready_for_query(&mut parts!(self).bufs.to_client, TransactionStatus::Idle.as_byte());
         true
     }
 
@@ -229,12 +234,13 @@ impl Session<'_> {
     /// (`EXECUTE` brings the statement to a server). A name already in use, or one
     /// `DEALLOCATE` does not know, gets PostgreSQL's own error from a server.
     fn sql_locally(&mut self, len: usize) -> bool {
-        let Some(statements) = self.statements.as_mut() else { return false };
-        let frame = &self.bufs.from_client[..len];
+        let Some(statements) = statements!(self) else { return false };
+        let parts = parts!(self);
+        let frame = &parts.bufs.from_client[..len];
         let Ok(FrontendMessage::Query { sql }) = FrontendMessage::parse_body(frame[0], &frame[5..]) else {
             return false;
         };
-        let analysis = self.memo.analyze(&self.app.analyzer, sql);
+        let analysis = parts.memo.analyze(&self.app.analyzer, sql);
         // Text in a client encoding other than UTF-8 was not analysed: no command of these.
         let Ok(sql) = std::str::from_utf8(sql) else { return false };
         let tag = match SqlStatement::of(sql, &analysis) {
@@ -272,10 +278,10 @@ impl Session<'_> {
         // A simple query replaces the unnamed statement.
         statements.drop_unnamed();
         self.state.observe(&analysis);
-        self.bufs.from_client.advance(len);
+        parts!(self).bufs.from_client.advance(len);
         let status = self.local_status();
-        wire::build::command_complete(&mut self.bufs.to_client, tag);
-        wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
+        wire::build::command_complete(&mut parts!(self).bufs.to_client, tag);
+        wire::build::ready_for_query(&mut parts!(self).bufs.to_client, status.as_byte());
         true
     }
 }
@@ -291,16 +297,17 @@ impl Session<'_> {
     /// answered with ReadyForQuery. Inside a transaction the transaction is failed, as it
     /// would be on a server.
     pub(super) fn answer_cancelled(&mut self) {
-        let Ok(Some(len)) = self.decoder.peek_len(&self.bufs.from_client) else { return };
-        let tag = self.bufs.from_client[0];
-        wire::build::ErrorFields::error(SqlState::QUERY_CANCELED, CANCELLED).write(&mut self.bufs.to_client);
+        let Ok(Some(len)) = self.decoder.peek_len(&parts!(self).bufs.from_client) else { return };
+        let tag = parts!(self).bufs.from_client[0];
+        wire::build::ErrorFields::error(SqlState::QUERY_CANCELED, CANCELLED)
+            .write(&mut parts!(self).bufs.to_client);
         if let Some(deferred) = &self.deferred_begin {
             self.deferred_begin = Some(deferred.failed());
         }
         if matches!(tag, wire::frontend::tag::QUERY | wire::frontend::tag::FUNCTION_CALL) {
-            self.bufs.from_client.advance(len);
+            parts!(self).bufs.from_client.advance(len);
             let status = self.local_status();
-            wire::build::ready_for_query(&mut self.bufs.to_client, status.as_byte());
+            wire::build::ready_for_query(&mut parts!(self).bufs.to_client, status.as_byte());
         } else {
             self.discard = Discard::UntilSync;
         }

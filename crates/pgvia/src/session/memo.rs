@@ -73,6 +73,15 @@ impl QueryMemo {
         (analysis, self.constants())
     }
 
+    /// Forgets the last text (its buffers keep their room): the memo is going to another
+    /// session.
+    pub fn forget(&mut self) {
+        self.text.clear();
+        self.analysis = None;
+        self.shaped = false;
+        self.constants.clear();
+    }
+
     /// The ranges of the last text's constants, when its analysis is its shape's.
     pub fn constants(&self) -> Option<&[std::ops::Range<usize>]> {
         (self.analysis.is_some() && self.shaped).then_some(self.constants.as_slice())

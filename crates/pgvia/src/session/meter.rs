@@ -32,6 +32,11 @@ impl Meter {
         self.client.as_deref().map(|c| &c.counters)
     }
 
+    /// Whether no query or transaction is being timed.
+    pub fn is_idle(&self) -> bool {
+        self.query_start.is_none() && self.xact_start.is_none()
+    }
+
     /// `n` bytes arrived from the client.
     #[inline]
     pub fn client_bytes(&mut self, n: usize) {
@@ -132,7 +137,7 @@ impl Meter {
     /// The server sent an ErrorResponse with this SQLSTATE.
     pub fn error(&mut self, code: &[u8]) {
         if let Some(c) = self.counters() {
-            c.errors[error_class_index(code)].fetch_add(1, Ordering::Relaxed);
+            c.errors.add(error_class_index(code), 1);
         }
     }
 }

@@ -10,6 +10,7 @@ mod client_scan;
 mod deferred;
 mod error;
 mod exchange;
+mod idle;
 mod local;
 mod login;
 mod memo;
@@ -25,6 +26,7 @@ mod state;
 mod statement_mode;
 mod timeouts;
 mod turns;
+mod work;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -128,24 +130,18 @@ struct Endpoints {
     local: Option<SocketAddr>,
 }
 
-/// A client's connection once its StartupMessage is read: the socket and the session's two
-/// login-time buffers. On the heap, so that the task's future holds a pointer to it.
-struct Conn {
-    stream: ClientStream,
-    /// What the client sent and pgvia has not consumed (only during the login: a logged-in
-    /// session reads into its own buffers).
-    buf: BytesMut,
-    /// What goes to the client next (the welcome, then the last words).
-    out: BytesMut,
-}
+/// A client's connection once its StartupMessage is read. On the heap, so that the task's
+/// future holds a pointer to it; the login's buffers are not here but in the login's own
+/// future (`log_in_with_buffers`), so that a logged-in client does not keep them (issue 19).
+type Conn = Box<ClientStream>;
 
 /// How the untagged phase ended.
 enum Opened {
     /// Nothing more to do (a cancel request, or the client left).
     Done,
     /// The client broke the protocol: tell it why, then close.
-    Refused(Box<Conn>, SessionError),
-    Login(Box<Conn>, Start),
+    Refused(Conn, SessionError),
+    Login(Conn, Start),
 }
 
 /// The session's task, from the first byte to the close. The steps that are not the idle
@@ -158,24 +154,32 @@ async fn run(app: &App, accepted: Box<Accepted>) -> Result<(), SessionError> {
     // `Result` cost an idle client 460 bytes).
     let (mut conn, start) = match Box::pin(open(app, accepted)).await? {
         Opened::Done => return Ok(()),
-        Opened::Refused(mut conn, error) => return Box::pin(close(&mut conn, Err(error))).await,
+        Opened::Refused(mut conn, error) => {
+            return Box::pin(close(&mut conn, BytesMut::new(), Err(error))).await
+        }
         Opened::Login(conn, start) => (conn, start),
     };
     let failed = {
-        let Conn { stream, buf, out } = &mut *conn;
         // A login failure is kept boxed (8 bytes) until the close.
-        let (ready, failed) = match Box::pin(log_in(app, stream, buf, out, start)).await {
+        let (ready, failed) = match Box::pin(log_in_with_buffers(app, &mut conn, start)).await {
             Ok(ready) => (ready, None),
-            Err(e) => (None, Some(Box::new(e))),
+            Err(failed) => (None, Some(failed)),
         };
         if let Some(mut ready) = ready {
             // Used in place, not taken apart: locals would be a second copy here.
-            let reason = ready.session.run(out).await;
+            let (reason, out) = ready.session.run().await;
             Box::pin(end_session(app, out, ready, reason)).await;
         }
         failed
     };
-    Box::pin(close(&mut conn, failed.map_or(Ok(()), |e| Err(*e)))).await
+    let (result, out) = match failed {
+        Some(failed) => {
+            let (error, out) = *failed;
+            (Err(error), out)
+        }
+        None => (Ok(()), BytesMut::new()),
+    };
+    Box::pin(close(&mut conn, out, result)).await
 }
 
 /// Reads the StartupMessage (after TLS, or a cancel request), within the login deadline.
@@ -196,25 +200,28 @@ async fn open(app: &App, accepted: Box<Accepted>) -> Result<Opened, SessionError
             (Some(Opening::Login { stream: raw, startup: *startup, buf: BytesMut::new() }), Checked::Yes)
         }
     };
-    let conn = |stream, buf| Box::new(Conn { stream, buf, out: BytesMut::with_capacity(512) });
     Ok(match opening {
         None | Some(Opening::Cancelled) => Opened::Done,
-        Some(Opening::Refused { stream, error }) => Opened::Refused(conn(stream, BytesMut::new()), error),
+        Some(Opening::Refused { stream, error }) => Opened::Refused(Box::new(stream), error),
         Some(Opening::Login { stream, startup, buf }) => {
-            Opened::Login(conn(stream, buf), Start { startup, ends, login, checked })
+            Opened::Login(Box::new(stream), Start { startup, buf, ends, login, checked })
         }
     })
 }
 
 /// The end of a connection: the client hears why it was closed (a login failure), then the
 /// socket is shut.
-async fn close(conn: &mut Conn, result: Result<(), SessionError>) -> Result<(), SessionError> {
+async fn close(
+    stream: &mut ClientStream,
+    mut out: BytesMut,
+    result: Result<(), SessionError>,
+) -> Result<(), SessionError> {
     if let Err(e) = &result {
-        e.write_fatal(&mut conn.out);
+        e.write_fatal(&mut out);
     }
-    last_words(&mut conn.stream, &mut conn.out).await;
+    last_words(stream, &mut out).await;
     // A TLS close_notify is a write too.
-    let _ = tokio::time::timeout(LAST_WORDS, conn.stream.shutdown()).await;
+    let _ = tokio::time::timeout(LAST_WORDS, stream.shutdown()).await;
     result
 }
 
@@ -237,6 +244,8 @@ enum Checked {
 struct Start {
     /// Owned, so that it is gone once the client is logged in (an idle client kept it).
     startup: StartupMessage,
+    /// What the client sent after its StartupMessage and pgvia has not consumed yet.
+    buf: BytesMut,
     ends: Endpoints,
     login: Login,
     checked: Checked,
@@ -250,6 +259,19 @@ struct Ready<'a> {
     _slots: [crate::app::ClientSlot<'a>; 3],
 }
 
+/// [`log_in`] with the login's two buffers (what the client sent, what goes to it) in its own
+/// future, freed with it; a failure comes with what is left to send before the close.
+async fn log_in_with_buffers<'a>(
+    app: &'a App,
+    stream: &'a mut ClientStream,
+    mut start: Start,
+) -> Result<Option<Box<Ready<'a>>>, Box<(SessionError, BytesMut)>> {
+    let mut buf = std::mem::take(&mut start.buf);
+    let mut out = BytesMut::with_capacity(512);
+    let result = log_in(app, stream, &mut buf, &mut out, start).await;
+    result.map_err(|e| Box::new((e, out)))
+}
+
 /// The login proper: authentication, limits, the welcome, the client's registration. An
 /// admin console or sharded client is served here to the end (`None`); any other gets its
 /// session back.
@@ -260,7 +282,7 @@ async fn log_in<'a>(
     out: &mut BytesMut,
     start: Start,
 ) -> Result<Option<Box<Ready<'a>>>, SessionError> {
-    let Start { startup, ends, login, checked } = start;
+    let Start { startup, ends, login, checked, .. } = start;
     let since = std::time::Instant::now();
     let identity = login::identify(&startup)?;
     let protocol = login::negotiate(&startup, out);
@@ -431,15 +453,17 @@ async fn log_in<'a>(
     // Built in a block: the parts moved into the session are then not kept a second time
     // in this function's future, which every idle client carries.
     let session = {
-        let mut bufs = exchange::Buffers::new();
-        bufs.meter = meter::Meter::new(info.clone(), config.general.slow_query_threshold);
-        bufs.read_limits = backpressure::ReadLimits::new(app.admission.clone(), &config.limits);
-        if buf.is_empty() {
+        // An idle client holds no buffers (work.rs): they are taken at its first request,
+        // now if it already sent more than its login (pipelined after it).
+        let terms = work::Terms::of(&config);
+        let work = if buf.is_empty() {
             *buf = BytesMut::new();
+            work::Work::new(terms)
         } else {
-            // The client already sent more than its login (pipelined after it).
-            bufs.from_client = std::mem::take(buf);
-        }
+            let mut parts = work::Parts::take(app, &info, terms);
+            parts.bufs.from_client = std::mem::take(buf);
+            work::Work::with(parts, terms)
+        };
         let timers = timeouts::Timers::new(&pool.settings);
         let statements = pool.client_statements();
         client::Session {
@@ -456,7 +480,7 @@ async fn log_in<'a>(
             },
             cancel,
             told,
-            bufs,
+            work,
             decoder: FrameDecoder::new(config.general.max_message_size as usize),
             shutdown: info.phase_watch(),
             server: owned.map(Box::new),
@@ -464,9 +488,8 @@ async fn log_in<'a>(
             timers,
             discard: client::Discard::Nothing,
             inbox: None,
-            statements,
-            memo: memo::QueryMemo::default(),
-            patron,
+            // Made at the first request (`client::statements!`).
+            statements: None,
         }
     };
     drop(config);
@@ -476,7 +499,7 @@ async fn log_in<'a>(
 }
 
 /// The end of a logged-in client's session, once `reason` (why it ended) is known.
-async fn end_session(app: &App, out: &mut BytesMut, mut ready: Box<Ready<'_>>, reason: String) {
+async fn end_session(app: &App, mut out: BytesMut, mut ready: Box<Ready<'_>>, reason: String) {
     let session = &mut ready.session;
     // The server is reset (or closed) while the client hears why it was closed, not after:
     // a client that stopped reading must not keep the server, its locks and its pool slot,
@@ -484,7 +507,7 @@ async fn end_session(app: &App, out: &mut BytesMut, mut ready: Box<Ready<'_>>, r
     let (checkout, unsent) = session.take_server();
     // Boxed like the login: the reset's state would otherwise size every idle client's task.
     Box::pin(async {
-        tokio::join!(client::release(app, checkout, &unsent), last_words(session.client, out))
+        tokio::join!(client::release(app, checkout, &unsent), last_words(session.client, &mut out))
     })
     .await;
     let Ready { session, handle, _slots } = *ready;

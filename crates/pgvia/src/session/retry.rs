@@ -108,6 +108,19 @@ impl FirstAttempt {
     }
 
     /// The kept request, and the `BEGIN` pgvia answered ahead of it.
+    /// Whether the kept request is about to go to another server.
+    pub(super) fn retrying(&self) -> bool {
+        self.kept == Kept::Retrying
+    }
+
+    /// Drops the kept request, keeping the buffer's room (the session went idle).
+    pub(super) fn forget(&mut self) {
+        self.request.clear();
+        self.begin = None;
+        self.kept = Kept::No;
+        self.tries = 0;
+    }
+
     pub(super) fn kept(&self) -> (&[u8], Option<&DeferredBegin>) {
         (&self.request, self.begin.as_ref())
     }

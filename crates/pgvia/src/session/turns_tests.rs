@@ -50,7 +50,7 @@ impl Script {
             server.statements = ServerStatements::new(Some(registry.clone()), 100);
         }
         Script {
-            bufs: Buffers::new(),
+            bufs: Buffers::default(),
             decoder: FrameDecoder::new(1 << 20),
             server,
             _peer: accepted.expect("accept").0,
