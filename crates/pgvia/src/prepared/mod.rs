@@ -11,6 +11,7 @@
 //! recorded for a request the server skipped is undone (`server::forward::settle`).
 
 mod client;
+mod errors;
 #[cfg(test)]
 mod limits_tests;
 mod registry;
@@ -21,6 +22,7 @@ pub mod sql;
 use std::sync::Arc;
 
 pub use client::{is_reserved_name, ClientStatements, DuplicateName};
+pub use errors::{duplicate_statement, no_such_statement};
 pub use registry::{
     Caps, PurgePolicy, Registry, RegistrySnapshot, Statement, StatementLimit, SERVER_NAME_PREFIX,
 };

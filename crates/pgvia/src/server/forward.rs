@@ -17,6 +17,7 @@ use std::ops::Range;
 
 use super::tracker::{Answer, Finished, Pending, Replies, ReplyTracker, Request};
 use crate::prepared::sql::{with_name, SQL_PREPARE_KEY};
+use crate::prepared::{duplicate_statement, no_such_statement};
 use crate::prepared::{
     is_reserved_name, ClientEffect, ClientStatements, ServerEffect, ServerStatements, Statement,
     StatementLimit,
@@ -74,9 +75,7 @@ impl Forward<'_> {
         let prev = match self.client.bind_name(p.name, stmt.clone()) {
             Ok(prev) => prev,
             Err(crate::prepared::DuplicateName) => {
-                let message = format!("prepared statement \"{}\" already exists", p.name);
-                let error = error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message);
-                fail(&mut self.server, self.out, run, error);
+                fail(&mut self.server, self.out, run, duplicate_statement(p.name));
                 return (Sent::Replaced, None);
             }
         };
@@ -206,9 +205,7 @@ impl Forward<'_> {
         let prev = match self.client.bind_name(name, stmt.clone()) {
             Ok(prev) => prev,
             Err(crate::prepared::DuplicateName) => {
-                let message = format!("prepared statement \"{name}\" already exists");
-                let error = error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message);
-                fail_query(&mut self.server, self.out, run, error);
+                fail_query(&mut self.server, self.out, run, duplicate_statement(name));
                 return Sent::Replaced;
             }
         };
@@ -341,8 +338,7 @@ impl Forward<'_> {
             // A name the client never prepared: the server reports it as PostgreSQL would,
             // except that an unnamed slot holding someone else's statement must not be used.
             None if name.is_empty() && server.statements.unnamed.is_some() => {
-                let message = "unnamed prepared statement does not exist";
-                fail(server, out, run, error_frame(SqlState::INVALID_SQL_STATEMENT_NAME, message));
+                fail(server, out, run, no_such_statement(name));
                 return Sent::Replaced;
             }
             // pgvia's name for a statement of other clients: unknown to this one.
@@ -474,19 +470,6 @@ pub(super) fn send_query(server: &mut ServerSide<'_>, out: &mut BytesMut, sql: &
     server.statements.unnamed = None;
 }
 
-/// An ErrorResponse frame.
-pub(super) fn error_frame(code: SqlState, message: &str) -> Bytes {
-    let mut error = BytesMut::new();
-    ErrorFields::error(code, message).write(&mut error);
-    error.freeze()
-}
-
-/// PostgreSQL's error for a statement name it does not know.
-pub(super) fn no_such_statement(name: &str) -> Bytes {
-    let message = format!("prepared statement \"{name}\" does not exist");
-    error_frame(SqlState::INVALID_SQL_STATEMENT_NAME, &message)
-}
-
 /// A query of several statements goes to the server as it came, names unchanged, so one
 /// that `EXECUTE`s or `DEALLOCATE`s a name of pgvia's would reach the statement other
 /// clients use, and a `PREPARE` of one would take the name from pgvia. Such a query is
@@ -498,10 +481,7 @@ pub fn reserved_name_error(analysis: &route::Analysis) -> Option<Bytes> {
         let name = s.name().filter(|n| is_reserved_name(n))?;
         match s.kind() {
             route::StatementKind::Execute | route::StatementKind::Deallocate => Some(no_such_statement(name)),
-            route::StatementKind::Prepare => {
-                let message = format!("prepared statement \"{name}\" already exists");
-                Some(error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message))
-            }
+            route::StatementKind::Prepare => Some(duplicate_statement(name)),
             _ => None,
         }
     })

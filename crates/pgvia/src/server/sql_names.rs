@@ -27,12 +27,10 @@ use bytes::Bytes;
 use wire::frontend::{tag, Oids};
 use wire::sqlstate::SqlState;
 
-use super::forward::{
-    error_frame, evict_for, inject_parse, limit_error, no_such_statement, send_query, sync_before_query,
-    Forward, Sent,
-};
+use super::forward::{evict_for, inject_parse, limit_error, send_query, sync_before_query, Forward, Sent};
 use super::tracker::{Pending, Replies, Request};
 use crate::prepared::sql::{executed_name_span, name_span, SQL_PREPARE_KEY};
+use crate::prepared::{duplicate_statement, no_such_statement};
 use crate::prepared::{is_reserved_name, ServerEffect, Statement};
 
 /// What one statement of the query does with a statement name.
@@ -172,8 +170,7 @@ impl Forward<'_> {
             }
             Use::Prepare(name) => {
                 if self.lookup(plan, name).is_some() || is_reserved_name(name) {
-                    let message = format!("prepared statement \"{name}\" already exists");
-                    return Err(error_frame(SqlState::DUPLICATE_PREPARED_STATEMENT, &message));
+                    return Err(duplicate_statement(name));
                 }
                 let span = name_span(text, "PREPARE").ok_or_else(unsupported)?;
                 let key = format!("{SQL_PREPARE_KEY}{}", &text[span.end..]);

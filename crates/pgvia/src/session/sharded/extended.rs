@@ -16,9 +16,9 @@ use wire::sqlstate::SqlState;
 
 use super::fanout::{Combine, Merge};
 use super::kept::{Kept, ServerNote};
-use super::names::{no_such_statement, Pending};
+use super::names::Pending;
 use super::{ShardedSession, Tx};
-use crate::prepared::is_reserved_name;
+use crate::prepared::{is_reserved_name, no_such_statement};
 use crate::session::error::SessionError;
 use crate::sharding::{self, Params};
 

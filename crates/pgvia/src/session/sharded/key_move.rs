@@ -304,7 +304,7 @@ impl ShardedSession<'_> {
         }
         let Some(stmt) = self.statement(&pending, b.statement) else {
             if b.statement.is_empty() {
-                self.fail_with(&super::names::no_such_statement(""));
+                self.fail_with(&crate::prepared::no_such_statement(""));
                 return Ok(());
             }
             let message = format!("prepared statement \"{}\" does not exist", b.statement);

@@ -9,10 +9,9 @@
 
 use bytes::{Bytes, BytesMut};
 use wire::frontend::{tag as fe, FrontendMessage, Target as Which};
-use wire::sqlstate::SqlState;
 
 use super::{ClientStatement, Part, ShardedSession};
-use crate::prepared::StatementLimit;
+use crate::prepared::{duplicate_statement, StatementLimit};
 use crate::session::error::SessionError;
 
 /// What a Parse of the batch gives its name once the servers accept it.
@@ -78,28 +77,6 @@ impl Pending {
     }
 }
 
-/// PostgreSQL's error for a Bind or Describe of a statement the client does not hold, for
-/// the names whose error cannot come from the shard servers: the unnamed statement (theirs is
-/// pgvia's) and names shaped like pgvia's own (`pgvia_<digits>`, the servers' copies).
-pub(super) fn no_such_statement(name: &str) -> Bytes {
-    let message = if name.is_empty() {
-        "unnamed prepared statement does not exist".to_owned()
-    } else {
-        format!("prepared statement \"{name}\" does not exist")
-    };
-    let mut out = BytesMut::new();
-    wire::build::ErrorFields::error(SqlState::INVALID_SQL_STATEMENT_NAME, &message).write(&mut out);
-    out.freeze()
-}
-
-/// PostgreSQL's error for a Parse under a name in use.
-fn duplicate(name: &str) -> Bytes {
-    let message = format!("prepared statement \"{name}\" already exists");
-    let mut out = BytesMut::new();
-    wire::build::ErrorFields::error(SqlState::DUPLICATE_PREPARED_STATEMENT, &message).write(&mut out);
-    out.freeze()
-}
-
 impl ShardedSession<'_> {
     /// The statement `name` means at this point of a batch: the batch's own Parse of it
     /// first, else the client's. A batch without Parses costs the one lookup it always did.
@@ -127,7 +104,7 @@ impl ShardedSession<'_> {
             match FrontendMessage::parse_body(frame[0], &frame[5..]) {
                 Ok(FrontendMessage::Parse(p)) if !p.name.is_empty() => {
                     if fresh.contains(&p.name) || held(p.name, &closed) {
-                        return Some((at, duplicate(p.name)));
+                        return Some((at, duplicate_statement(p.name)));
                     }
                     let cap = self.app.statements.caps.per_client();
                     let named = self.statements.named_len();
