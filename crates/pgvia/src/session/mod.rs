@@ -135,15 +135,6 @@ struct Endpoints {
 /// future (`log_in_with_buffers`), so that a logged-in client does not keep them (issue 19).
 type Conn = Box<ClientStream>;
 
-/// How the untagged phase ended.
-enum Opened {
-    /// Nothing more to do (a cancel request, or the client left).
-    Done,
-    /// The client broke the protocol: tell it why, then close.
-    Refused(Conn, SessionError),
-    Login(Conn, Start),
-}
-
 /// The session's task, from the first byte to the close. The steps that are not the idle
 /// wait (the opening, the login, the end) are futures of their own on the heap: inline, the
 /// largest of them would size the task that an idle client keeps for its whole life.
@@ -152,12 +143,10 @@ async fn run(app: &App, accepted: Box<Accepted>) -> Result<(), SessionError> {
     // value in every one of its states, the idle wait's included. So each step's result is
     // taken apart in the statement that awaits it (the opening's, the login's and a kept
     // `Result` cost an idle client 460 bytes).
-    let (mut conn, start) = match Box::pin(open(app, accepted)).await? {
-        Opened::Done => return Ok(()),
-        Opened::Refused(mut conn, error) => {
-            return Box::pin(close(&mut conn, BytesMut::new(), Err(error))).await
-        }
-        Opened::Login(conn, start) => (conn, start),
+    // A refusal is answered and closed inside `open`: a value matched here and kept across
+    // that close's `.await` made this coroutine 200 bytes larger (stable rustc 1.95).
+    let Some((mut conn, start)) = Box::pin(open(app, accepted)).await? else {
+        return Ok(());
     };
     let failed = {
         // A login failure is kept boxed (8 bytes) until the close.
@@ -183,7 +172,9 @@ async fn run(app: &App, accepted: Box<Accepted>) -> Result<(), SessionError> {
 }
 
 /// Reads the StartupMessage (after TLS, or a cancel request), within the login deadline.
-async fn open(app: &App, accepted: Box<Accepted>) -> Result<Opened, SessionError> {
+/// `None` when there is nothing more to do (a cancel request, or the client left); a client
+/// that broke the protocol is told why and closed here, and its error returned.
+async fn open(app: &App, accepted: Box<Accepted>) -> Result<Option<(Conn, Start)>, SessionError> {
     let Accepted { stream: raw, ends, pending, entry } = *accepted;
     // One deadline from accept to the end of authentication (`limits.startup_timeout`), so a
     // client cannot stretch its login by taking each step slowly.
@@ -200,13 +191,15 @@ async fn open(app: &App, accepted: Box<Accepted>) -> Result<Opened, SessionError
             (Some(Opening::Login { stream: raw, startup: *startup, buf: BytesMut::new() }), Checked::Yes)
         }
     };
-    Ok(match opening {
-        None | Some(Opening::Cancelled) => Opened::Done,
-        Some(Opening::Refused { stream, error }) => Opened::Refused(Box::new(stream), error),
-        Some(Opening::Login { stream, startup, buf }) => {
-            Opened::Login(Box::new(stream), Start { startup, buf, ends, login, checked })
+    match opening {
+        None | Some(Opening::Cancelled) => Ok(None),
+        Some(Opening::Refused { mut stream, error }) => {
+            close(&mut stream, BytesMut::new(), Err(error)).await.map(|()| None)
         }
-    })
+        Some(Opening::Login { stream, startup, buf }) => {
+            Ok(Some((Box::new(stream), Start { startup, buf, ends, login, checked })))
+        }
+    }
 }
 
 /// The end of a connection: the client hears why it was closed (a login failure), then the
