@@ -120,7 +120,8 @@ stand_workdir() {
 
 stand_cleanup() {
     local p d
-    for p in "${stand_pids[@]}"; do kill "$p" 2>/dev/null; done
+    # A process the script already stopped must not end the cleanup under `set -e`.
+    for p in "${stand_pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     # Every cluster under the work directory: servers started in a command substitution are
     # not known to this shell.

@@ -88,7 +88,7 @@ impl Drop for InFlightGuard {
 
 #[derive(Debug)]
 pub struct CancelSlot {
-    secret: Box<[u8]>,
+    secret: Secret,
     target: ArcSwapOption<CancelTarget>,
     queued: QueuedRequest,
 }
@@ -153,31 +153,98 @@ impl CancelSlot {
     }
 }
 
-/// Keys by process id. Ids pgvia makes up are unique, but a session-mode client is given its
-/// server's real pid, which another PostgreSQL server may also have: such keys share an id
-/// and differ in their secret.
+/// The longest secret pgvia issues: 32 bytes for a protocol 3.2 client (4 for 3.0).
+const MAX_SECRET: usize = 32;
+
+/// A cancel secret pgvia issued, inline: every logged-in client has one, and two small heap
+/// allocations each (the key's and the slot's copy) were 64 bytes of every idle client.
+#[derive(Debug, Clone, Copy)]
+struct Secret {
+    len: u8,
+    bytes: [u8; MAX_SECRET],
+}
+
+impl Secret {
+    fn random(len: usize, rng: &mut impl RngCore) -> Secret {
+        let len = len.min(MAX_SECRET);
+        let mut bytes = [0u8; MAX_SECRET];
+        rng.fill_bytes(&mut bytes[..len]);
+        Secret { len: len as u8, bytes }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// Constant-time over equal lengths; a secret of another length matches nothing.
+    fn matches(&self, offered: &[u8]) -> bool {
+        let own = self.as_bytes();
+        own.len() == offered.len() && bool::from(own.ct_eq(offered))
+    }
+}
+
+/// The keys under one process id: almost always one (ids pgvia makes up are unique), so it is
+/// kept without a list of its own.
+#[derive(Debug)]
+enum KeysOfPid {
+    One(Arc<CancelSlot>),
+    /// A session-mode client is given its server's real pid, which another PostgreSQL server
+    /// may also have: such keys share an id and differ in their secret.
+    Shared(Vec<Arc<CancelSlot>>),
+}
+
+impl KeysOfPid {
+    fn slots(&self) -> &[Arc<CancelSlot>] {
+        match self {
+            KeysOfPid::One(slot) => std::slice::from_ref(slot),
+            KeysOfPid::Shared(list) => list,
+        }
+    }
+
+    fn push(&mut self, slot: Arc<CancelSlot>) {
+        match self {
+            KeysOfPid::One(first) => *self = KeysOfPid::Shared(vec![first.clone(), slot]),
+            KeysOfPid::Shared(list) => list.push(slot),
+        }
+    }
+
+    /// Forgets `slot`; true when no key is left under the id.
+    fn remove(&mut self, slot: &Arc<CancelSlot>) -> bool {
+        match self {
+            KeysOfPid::One(only) => Arc::ptr_eq(only, slot),
+            KeysOfPid::Shared(list) => {
+                list.retain(|s| !Arc::ptr_eq(s, slot));
+                list.is_empty()
+            }
+        }
+    }
+}
+
+/// Keys by process id.
 #[derive(Debug, Default)]
 pub struct CancelRegistry {
-    slots: Mutex<HashMap<u32, Vec<Arc<CancelSlot>>>>,
+    slots: Mutex<HashMap<u32, KeysOfPid>>,
 }
 
 /// A client's registration; dropping it forgets the key.
 pub struct CancelKey {
     pub process_id: u32,
-    /// 4 bytes for a protocol 3.0 client, 32 for 3.2.
-    pub secret: Box<[u8]>,
     pub slot: Arc<CancelSlot>,
     registry: Arc<CancelRegistry>,
+}
+
+impl CancelKey {
+    /// 4 bytes for a protocol 3.0 client, 32 for 3.2.
+    pub fn secret(&self) -> &[u8] {
+        self.slot.secret.as_bytes()
+    }
 }
 
 impl Drop for CancelKey {
     fn drop(&mut self) {
         let mut slots = self.registry.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(list) = slots.get_mut(&self.process_id) {
-            list.retain(|s| !Arc::ptr_eq(s, &self.slot));
-            if list.is_empty() {
-                slots.remove(&self.process_id);
-            }
+        if slots.get_mut(&self.process_id).is_some_and(|keys| keys.remove(&self.slot)) {
+            slots.remove(&self.process_id);
         }
     }
 }
@@ -208,26 +275,27 @@ impl CancelRegistry {
 
     fn insert(
         self: &Arc<Self>,
-        slots: &mut HashMap<u32, Vec<Arc<CancelSlot>>>,
+        slots: &mut HashMap<u32, KeysOfPid>,
         process_id: u32,
         secret_len: usize,
         rng: &mut impl RngCore,
     ) -> CancelKey {
-        let list = slots.entry(process_id).or_default();
+        let taken = slots.get(&process_id).map(KeysOfPid::slots).unwrap_or_default();
         let secret = loop {
-            let mut secret = vec![0u8; secret_len].into_boxed_slice();
-            rng.fill_bytes(&mut secret);
-            if !list.iter().any(|s| s.secret == secret) {
+            let secret = Secret::random(secret_len, rng);
+            if !taken.iter().any(|s| s.secret.as_bytes() == secret.as_bytes()) {
                 break secret;
             }
         };
-        let slot = Arc::new(CancelSlot {
-            secret: secret.clone(),
-            target: ArcSwapOption::empty(),
-            queued: QueuedRequest::default(),
-        });
-        list.push(slot.clone());
-        CancelKey { process_id, secret, slot, registry: self.clone() }
+        let slot =
+            Arc::new(CancelSlot { secret, target: ArcSwapOption::empty(), queued: QueuedRequest::default() });
+        match slots.entry(process_id) {
+            std::collections::hash_map::Entry::Occupied(mut keys) => keys.get_mut().push(slot.clone()),
+            std::collections::hash_map::Entry::Vacant(free) => {
+                free.insert(KeysOfPid::One(slot.clone()));
+            }
+        }
+        CancelKey { process_id, slot, registry: self.clone() }
     }
 
     /// The server to cancel for a client's key, if the key is valid and the client is using
@@ -237,11 +305,7 @@ impl CancelRegistry {
     pub fn lookup(&self, process_id: u32, secret: &[u8]) -> Option<ArmedCancel> {
         let slot = {
             let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-            slots
-                .get(&process_id)?
-                .iter()
-                .find(|s| s.secret.len() == secret.len() && bool::from(s.secret.ct_eq(secret)))
-                .cloned()?
+            slots.get(&process_id)?.slots().iter().find(|s| s.secret.matches(secret)).cloned()?
         };
         // A request still waiting for a server is cancelled by its session. Marked before the
         // target is read: a session that sets its target and then finishes the wait either
@@ -334,14 +398,14 @@ mod tests {
             in_flight: Arc::default(),
             also: Vec::new(),
         };
-        assert!(reg.lookup(key.process_id, &key.secret).is_none(), "no server yet");
+        assert!(reg.lookup(key.process_id, key.secret()).is_none(), "no server yet");
         key.slot.set(Some(target.clone()));
-        assert_eq!(reg.lookup(key.process_id, &key.secret).map(|t| t.target.process_id), Some(42));
-        let mut wrong = key.secret.clone();
+        assert_eq!(reg.lookup(key.process_id, key.secret()).map(|t| t.target.process_id), Some(42));
+        let mut wrong = key.secret().to_vec();
         wrong[0] ^= 1;
         assert!(reg.lookup(key.process_id, &wrong).is_none());
         let pid = key.process_id;
-        let secret = key.secret.clone();
+        let secret = key.secret().to_vec();
         drop(key);
         assert!(reg.lookup(pid, &secret).is_none(), "stale key");
     }
@@ -350,7 +414,7 @@ mod tests {
     fn real_pids_shared_by_two_servers_keep_their_own_targets() {
         let reg = Arc::new(CancelRegistry::default());
         let (a, b) = (reg.register_as(4242, 4), reg.register_as(4242, 32));
-        assert_ne!(a.secret, b.secret);
+        assert_ne!(a.secret(), b.secret());
         let target = |pid| CancelTarget {
             server: ServerEndpoint::Tcp("127.0.0.1:5432".parse().unwrap()),
             process_id: pid,
@@ -360,19 +424,19 @@ mod tests {
         };
         a.slot.set(Some(target(1)));
         b.slot.set(Some(target(2)));
-        assert_eq!(reg.lookup(4242, &a.secret).map(|t| t.target.process_id), Some(1));
-        assert_eq!(reg.lookup(4242, &b.secret).map(|t| t.target.process_id), Some(2));
-        let b_secret = b.secret.clone();
+        assert_eq!(reg.lookup(4242, a.secret()).map(|t| t.target.process_id), Some(1));
+        assert_eq!(reg.lookup(4242, b.secret()).map(|t| t.target.process_id), Some(2));
+        let b_secret = b.secret().to_vec();
         drop(b);
         assert!(reg.lookup(4242, &b_secret).is_none());
-        assert_eq!(reg.lookup(4242, &a.secret).map(|t| t.target.process_id), Some(1));
+        assert_eq!(reg.lookup(4242, a.secret()).map(|t| t.target.process_id), Some(1));
     }
 
     #[test]
     fn protocol_3_2_keys_are_long_and_only_match_whole() {
         let reg = Arc::new(CancelRegistry::default());
         let key = reg.register(32);
-        assert_eq!(key.secret.len(), 32);
+        assert_eq!(key.secret().len(), 32);
         key.slot.set(Some(CancelTarget {
             server: ServerEndpoint::Tcp("127.0.0.1:5432".parse().unwrap()),
             process_id: 7,
@@ -380,9 +444,9 @@ mod tests {
             in_flight: Arc::default(),
             also: Vec::new(),
         }));
-        assert!(reg.lookup(key.process_id, &key.secret).is_some());
-        assert!(reg.lookup(key.process_id, &key.secret[..4]).is_none(), "a prefix is not the key");
-        let mut longer = key.secret.to_vec();
+        assert!(reg.lookup(key.process_id, key.secret()).is_some());
+        assert!(reg.lookup(key.process_id, &key.secret()[..4]).is_none(), "a prefix is not the key");
+        let mut longer = key.secret().to_vec();
         longer.push(0);
         assert!(reg.lookup(key.process_id, &longer).is_none());
     }

@@ -389,7 +389,7 @@ async fn log_in<'a>(
     for (name, value) in told.iter() {
         build::parameter_status(out, name, value);
     }
-    build::backend_key_data(out, cancel.process_id, &cancel.secret);
+    build::backend_key_data(out, cancel.process_id, cancel.secret());
     build::ready_for_query(out, TransactionStatus::Idle.as_byte());
     send(stream, out).await?;
     drop(login.pending);
