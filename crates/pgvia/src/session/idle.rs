@@ -151,7 +151,7 @@ impl Session<'_> {
                     if bufs.from_client.capacity() > 0 {
                         exchange::ensure_room(&mut bufs.from_client, exchange::IDLE_READ);
                     }
-                    match try_read_buf(self.client, &mut bufs.from_client) {
+                    match read_now(self.client, &mut bufs.from_client).await {
                         Ok(0) => return Woke::End(RelayEnd::ClientDone),
                         Ok(n) => {
                             bufs.meter.client_bytes(n);
@@ -179,7 +179,7 @@ impl Session<'_> {
             exchange::ensure_room(&mut bufs.from_client, exchange::IDLE_READ);
         }
         // Replies of the last transaction may still be on their way to the client.
-        let (mut reader, mut writer) = tokio::io::split(&mut *self.client);
+        let (mut reader, mut writer) = self.client.split();
         let mut inbox = self.inbox.as_deref_mut();
         tokio::select! {
             biased;
@@ -263,11 +263,22 @@ fn try_write(stream: &ClientStream, out: &[u8]) -> std::io::Result<usize> {
     }
 }
 
-/// Reads what a plain or Unix socket has now, without waiting.
-fn try_read_buf(stream: &ClientStream, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
-    match stream {
-        ClientStream::Plain(tcp) => tcp.try_read_buf(buf),
-        ClientStream::Unix(unix) => unix.try_read_buf(buf),
-        ClientStream::Tls(_) | ClientStream::Memory(..) => Err(std::io::ErrorKind::WouldBlock.into()),
-    }
+/// Reads what a plain or Unix socket has now, without waiting (`WouldBlock` if nothing).
+/// Through `poll_read`, not `try_read_buf`: a short read through `poll_read` tells the runtime
+/// the socket is drained, so the relay's first read of the request's socket waits for
+/// readiness instead of asking the kernel; with `try_read_buf` every request cost a
+/// `recvfrom` that returned EAGAIN (three reads per round trip where PgBouncer makes two).
+async fn read_now(stream: &mut ClientStream, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
+    std::future::poll_fn(|cx| {
+        let polled = match &mut *stream {
+            ClientStream::Plain(tcp) => tokio_util::io::poll_read_buf(std::pin::Pin::new(tcp), cx, buf),
+            ClientStream::Unix(unix) => tokio_util::io::poll_read_buf(std::pin::Pin::new(unix), cx, buf),
+            ClientStream::Tls(_) | ClientStream::Memory(..) => Poll::Pending,
+        };
+        match polled {
+            Poll::Pending => Poll::Ready(Err(std::io::ErrorKind::WouldBlock.into())),
+            done => done,
+        }
+    })
+    .await
 }

@@ -81,7 +81,7 @@ pub async fn relay(
     if let Some(t) = ex.tracking.as_mut() {
         t.replica_split = replica_split;
     }
-    let (mut cr, mut cw) = tokio::io::split(client);
+    let (mut cr, mut cw) = client.split();
     loop {
         if draining
             && ex.server.tracker.is_quiescent()
