@@ -54,12 +54,53 @@ impl ClientState {
 pub struct ClientIdentity {
     pub peer: crate::net::ClientPeer,
     pub local: Option<SocketAddr>,
-    pub user: String,
-    pub database: String,
-    pub application_name: String,
+    pub names: ClientNames,
     pub tls: bool,
     /// Connected to the admin console rather than a pool.
     pub admin: bool,
+}
+
+impl ClientIdentity {
+    pub fn user(&self) -> &str {
+        self.names.user()
+    }
+
+    pub fn database(&self) -> &str {
+        self.names.database()
+    }
+
+    pub fn application_name(&self) -> &str {
+        self.names.application_name()
+    }
+}
+
+/// A client's user, database and application names in one allocation: every logged-in
+/// client keeps them for its whole life, and as three strings they were two or three heap
+/// blocks and 72 bytes of its entry (issue 19).
+#[derive(Debug, Clone)]
+pub struct ClientNames {
+    text: Box<str>,
+    user_end: usize,
+    database_end: usize,
+}
+
+impl ClientNames {
+    pub fn new(user: &str, database: &str, application_name: &str) -> ClientNames {
+        let text = [user, database, application_name].concat().into_boxed_str();
+        ClientNames { text, user_end: user.len(), database_end: user.len() + database.len() }
+    }
+
+    pub fn user(&self) -> &str {
+        self.text.get(..self.user_end).unwrap_or_default()
+    }
+
+    pub fn database(&self) -> &str {
+        self.text.get(self.user_end..self.database_end).unwrap_or_default()
+    }
+
+    pub fn application_name(&self) -> &str {
+        self.text.get(self.database_end..).unwrap_or_default()
+    }
 }
 
 /// One logged-in client.
@@ -318,9 +359,7 @@ mod tests {
         ClientIdentity {
             peer: crate::net::ClientPeer::Tcp(([127, 0, 0, 1], 5432).into()),
             local: None,
-            user: "u".into(),
-            database: "d".into(),
-            application_name: String::new(),
+            names: ClientNames::new("u", "d", ""),
             tls: false,
             admin: false,
         }

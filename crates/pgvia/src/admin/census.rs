@@ -48,8 +48,11 @@ impl Census {
         let clients = app.clients.locked(|map| {
             for c in map.values().filter(|c| !c.who.admin) {
                 // A database with several servers counts its clients under its first server.
-                let key =
-                    PoolKey { database: c.who.database.clone(), user: c.who.user.clone(), server: None };
+                let key = PoolKey {
+                    database: c.who.database().to_owned(),
+                    user: c.who.user().to_owned(),
+                    server: None,
+                };
                 let key = if by_key.contains_key(&key) { key } else { PoolKey { server: Some(0), ..key } };
                 let Some(entry) = by_key.get_mut(&key) else { continue };
                 match c.state() {

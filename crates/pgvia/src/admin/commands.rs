@@ -50,7 +50,7 @@ pub async fn run(app: &App, me: &ClientInfo, verb: &str, arg: Option<&str>) -> R
         }
         ("KILL", Some(db)) => {
             app.set_paused(Some(db), true);
-            for c in app.clients.all().into_iter().filter(|c| !c.who.admin && c.who.database == db) {
+            for c in app.clients.all().into_iter().filter(|c| !c.who.admin && c.who.database() == db) {
                 c.end(Phase::Terminating);
             }
             for p in pools_of(app, Some(db)) {

@@ -79,7 +79,7 @@ pub async fn serve(
         ("DateStyle", "ISO"),
         ("integer_datetimes", "on"),
         ("standard_conforming_strings", "on"),
-        ("application_name", me.who.application_name.as_str()),
+        ("application_name", me.who.application_name()),
     ] {
         build::parameter_status(out, name, value);
     }

@@ -96,7 +96,7 @@ fn pools(app: &App) -> RowSet {
     // The console's own clients, as PgBouncer lists its admin pool.
     let mut admin: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
     for c in census.clients.iter().filter(|c| c.who.admin) {
-        *admin.entry((c.who.database.as_str(), c.who.user.as_str())).or_default() += 1;
+        *admin.entry((c.who.database(), c.who.user())).or_default() += 1;
     }
     for ((db, user), n) in admin {
         let mut row: Vec<Value> = vec![db.into(), user.into(), n.into()];
@@ -154,8 +154,8 @@ fn clients(app: &App) -> RowSet {
         let server = c.server();
         rs.push(vec![
             "C".into(),
-            c.who.user.as_str().into(),
-            c.who.database.as_str().into(),
+            c.who.user().into(),
+            c.who.database().into(),
             // PgBouncer's states: a client between transactions is "active" too.
             if state == ClientState::Waiting { "waiting" } else { "active" }.into(),
             c.who.peer.addr_text().into(),
@@ -171,7 +171,7 @@ fn clients(app: &App) -> RowSet {
             server.as_ref().map(|s| server_ptr(s.process_id)).into(),
             0u64.into(),
             if c.who.tls { "TLS" } else { "" }.into(),
-            c.who.application_name.as_str().into(),
+            c.who.application_name().into(),
             c.id.into(),
             match state {
                 ClientState::Idle => "idle",
@@ -229,8 +229,8 @@ fn servers(app: &App) -> RowSet {
         let Some(s) = c.server() else { continue };
         rs.push(
             ServerLine {
-                user: &c.who.user,
-                database: &c.who.database,
+                user: c.who.user(),
+                database: c.who.database(),
                 state: "active",
                 peer: s.server.clone(),
                 pid: s.process_id,

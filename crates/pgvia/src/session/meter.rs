@@ -118,8 +118,8 @@ impl Meter {
                 tracing::warn!(
                     target: "pgvia::slow_query",
                     client = c.id,
-                    user = %c.who.user,
-                    database = %c.who.database,
+                    user = %c.who.user(),
+                    database = %c.who.database(),
                     duration_ms = took.as_millis() as u64,
                     query = %crate::logging::scrub_sql(&self.text, crate::logging::SLOW_QUERY_TEXT),
                     "slow query"

@@ -296,9 +296,7 @@ async fn log_in<'a>(
     let who = |admin| ClientIdentity {
         peer: ends.peer,
         local: ends.local,
-        user: identity.user.clone(),
-        database: identity.database.clone(),
-        application_name: application_name.clone(),
+        names: crate::clients::ClientNames::new(&identity.user, &identity.database, &application_name),
         tls,
         admin,
     };
@@ -512,8 +510,8 @@ async fn end_session(app: &App, mut out: BytesMut, mut ready: Box<Ready<'_>>, re
         tracing::info!(
             client = info.id,
             addr = %who.peer,
-            user = %who.user,
-            database = %who.database,
+            user = %who.user(),
+            database = %who.database(),
             duration = ?info.since.elapsed(),
             reason = %reason,
             "client disconnected"
