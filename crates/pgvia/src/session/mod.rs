@@ -213,8 +213,12 @@ async fn close(
         e.write_fatal(&mut out);
     }
     last_words(stream, &mut out).await;
-    // A TLS close_notify is a write too.
-    let _ = tokio::time::timeout(LAST_WORDS, stream.shutdown()).await;
+    // A TLS close_notify is a write too, and a pipe's end tells the gateway. A plain socket is
+    // not shut here: dropping it closes it with the same FIN, and a `shutdown` was one system
+    // call more per login (last words that were sent have shut and drained it already).
+    if matches!(stream, ClientStream::Tls(_) | ClientStream::Memory(..)) {
+        let _ = tokio::time::timeout(LAST_WORDS, stream.shutdown()).await;
+    }
     result
 }
 
