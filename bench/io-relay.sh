@@ -46,34 +46,8 @@ for shape in epoll-2 epoll-1 uring monoio; do
     pid[$shape]=$stand_pid
 done
 # PgBouncer as Debian packages it, trust, the same pool: where a C proxy on libevent stands.
-command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || _setup_apt_install pgbouncer
-bouncer=/usr/sbin/pgbouncer
-[[ -x $bouncer ]] || bouncer=$(command -v pgbouncer)
 port[pgbouncer]=$(stand_free_port)
-mkdir -p "$work/bouncer"
-printf '"bench" ""\n' >"$work/bouncer/userlist.txt"
-cat >"$work/bouncer/pgbouncer.ini" <<INI
-[databases]
-bench = host=127.0.0.1 port=$stand_pg_port dbname=bench
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = ${port[pgbouncer]}
-unix_socket_dir =
-auth_type = trust
-auth_file = $work/bouncer/userlist.txt
-pool_mode = transaction
-default_pool_size = 20
-max_client_conn = 2000
-server_idle_timeout = 0
-log_connections = 0
-log_disconnections = 0
-logfile = $work/bouncer/pgbouncer.log
-INI
-chown -R postgres "$work/bouncer"
-# setpriv execs in place, so the pid is pgbouncer's own (PgBouncer refuses to run as root).
-stand_spawn setpriv --reuid=postgres --regid=postgres --init-groups "$bouncer" "$work/bouncer/pgbouncer.ini" \
-    >"$work/bouncer.out" 2>&1
+stand_start_pgbouncer "${port[pgbouncer]}"
 pid[pgbouncer]=$stand_pid
 port[pgvia]=$(stand_free_port)
 stand_pgvia_config "$work/pgvia.toml" "${port[pgvia]}"

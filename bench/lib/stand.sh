@@ -30,6 +30,9 @@
 #                                 database bench, pgbench -i -s 10, fsync off
 #   stand_pgvia_config FILE PORT  writes a transaction-mode configuration, pool of 20
 #   stand_wait_port PORT          waits until something listens on 127.0.0.1:PORT
+#   stand_start_pgbouncer PORT    PgBouncer as Debian packages it (installed if missing) in front
+#                                 of stand_pg_port: trust, transaction mode, pool of 20, no
+#                                 connection logging; its pid is stand_pid
 #
 # With AUTH scram the role bench has a SCRAM-SHA-256 verifier of iteration count 1, given to pgvia
 # as it is in pg_authid, and pgvia logs in to PostgreSQL with SCRAM as well, as in scripts/bench:
@@ -233,3 +236,33 @@ stand_sharded_config() {
 }
 
 stand_free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+stand_start_pgbouncer() {
+    local port=$1 bouncer=/usr/sbin/pgbouncer dir=$stand_work/bouncer
+    command -v pgbouncer >/dev/null || [[ -x $bouncer ]] || _setup_apt_install pgbouncer
+    [[ -x $bouncer ]] || bouncer=$(command -v pgbouncer)
+    mkdir -p "$dir"
+    printf '"bench" ""\n' >"$dir/userlist.txt"
+    cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+bench = host=127.0.0.1 port=$stand_pg_port dbname=bench
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+default_pool_size = 20
+max_client_conn = 2000
+server_idle_timeout = 0
+log_connections = 0
+log_disconnections = 0
+logfile = $dir/pgbouncer.log
+INI
+    chown -R postgres "$dir"
+    # setpriv execs in place, so the pid is pgbouncer's own (PgBouncer refuses to run as root).
+    stand_spawn setpriv --reuid=postgres --regid=postgres --init-groups "$bouncer" "$dir/pgbouncer.ini" \
+        >"$dir/pgbouncer.out" 2>&1
+}
