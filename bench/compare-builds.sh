@@ -42,12 +42,7 @@ work=$stand_work
 declare -A port pid
 
 stand_start_pg "$work" "$auth"
-for v in old new; do
-    port[$v]=$(stand_free_port)
-    stand_pgvia_config "$work/$v.toml" "${port[$v]}"
-    stand_spawn "${bin[$v]}" --config "$work/$v.toml" >"$work/$v.log" 2>&1
-    pid[$v]=$stand_pid
-done
+for v in old new; do stand_start_pgvia "$v" "${bin[$v]}"; done
 for v in old new; do stand_wait_port "${port[$v]}"; done
 
 stand_interleave "old new" "$rounds" "$secs" "${workloads[@]}"

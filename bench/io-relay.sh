@@ -46,13 +46,8 @@ for shape in epoll-2 epoll-1 uring monoio; do
     pid[$shape]=$stand_pid
 done
 # PgBouncer as Debian packages it, trust, the same pool: where a C proxy on libevent stands.
-port[pgbouncer]=$(stand_free_port)
-stand_start_pgbouncer "${port[pgbouncer]}"
-pid[pgbouncer]=$stand_pid
-port[pgvia]=$(stand_free_port)
-stand_pgvia_config "$work/pgvia.toml" "${port[pgvia]}"
-stand_spawn "$pgvia" --config "$work/pgvia.toml" >"$work/pgvia.log" 2>&1
-pid[pgvia]=$stand_pid
+stand_start_pgbouncer pgbouncer
+stand_start_pgvia pgvia "$pgvia"
 for v in epoll-2 epoll-1 uring monoio pgbouncer pgvia; do stand_wait_port "${port[$v]}"; done
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -35,13 +35,8 @@ work=$stand_work
 declare -A port pid
 
 stand_start_pg "$work" trust
-port[pgbouncer]=$(stand_free_port)
-stand_start_pgbouncer "${port[pgbouncer]}"
-pid[pgbouncer]=$stand_pid
-port[pgvia]=$(stand_free_port)
-stand_pgvia_config "$work/pgvia.toml" "${port[pgvia]}"
-stand_spawn "$pgvia" --config "$work/pgvia.toml" >"$work/pgvia.log" 2>&1
-pid[pgvia]=$stand_pid
+stand_start_pgbouncer pgbouncer
+stand_start_pgvia pgvia "$pgvia"
 for v in pgbouncer pgvia; do stand_wait_port "${port[$v]}"; done
 
 for w in "${workloads[@]}"; do

@@ -30,9 +30,12 @@
 #                                 database bench, pgbench -i -s 10, fsync off
 #   stand_pgvia_config FILE PORT  writes a transaction-mode configuration, pool of 20
 #   stand_wait_port PORT          waits until something listens on 127.0.0.1:PORT
-#   stand_start_pgbouncer PORT    PgBouncer as Debian packages it (installed if missing) in front
+#   stand_start_pgvia NAME BIN    BIN with stand_pgvia_config's configuration (NAME.toml and
+#                                 NAME.log under stand_work) on a free port; sets port[NAME] and
+#                                 pid[NAME] in the caller's associative arrays port and pid
+#   stand_start_pgbouncer NAME    PgBouncer as Debian packages it (installed if missing) in front
 #                                 of stand_pg_port: trust, transaction mode, pool of 20, no
-#                                 connection logging; its pid is stand_pid
+#                                 connection logging; sets port[NAME] and pid[NAME] likewise
 #
 # With AUTH scram the role bench has a SCRAM-SHA-256 verifier of iteration count 1, given to pgvia
 # as it is in pg_authid, and pgvia logs in to PostgreSQL with SCRAM as well, as in scripts/bench:
@@ -237,8 +240,17 @@ stand_sharded_config() {
 
 stand_free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+stand_start_pgvia() {
+    local name=$1 bin=$2
+    port[$name]=$(stand_free_port)
+    stand_pgvia_config "$stand_work/$name.toml" "${port[$name]}"
+    stand_spawn "$bin" --config "$stand_work/$name.toml" >"$stand_work/$name.log" 2>&1
+    pid[$name]=$stand_pid
+}
+
 stand_start_pgbouncer() {
-    local port=$1 bouncer=/usr/sbin/pgbouncer dir=$stand_work/bouncer
+    local name=$1 bouncer=/usr/sbin/pgbouncer dir=$stand_work/bouncer
+    port[$name]=$(stand_free_port)
     command -v pgbouncer >/dev/null || [[ -x $bouncer ]] || _setup_apt_install pgbouncer
     [[ -x $bouncer ]] || bouncer=$(command -v pgbouncer)
     mkdir -p "$dir"
@@ -249,7 +261,7 @@ bench = host=127.0.0.1 port=$stand_pg_port dbname=bench
 
 [pgbouncer]
 listen_addr = 127.0.0.1
-listen_port = $port
+listen_port = ${port[$name]}
 unix_socket_dir =
 auth_type = trust
 auth_file = $dir/userlist.txt
@@ -265,4 +277,5 @@ INI
     # setpriv execs in place, so the pid is pgbouncer's own (PgBouncer refuses to run as root).
     stand_spawn setpriv --reuid=postgres --regid=postgres --init-groups "$bouncer" "$dir/pgbouncer.ini" \
         >"$dir/pgbouncer.out" 2>&1
+    pid[$name]=$stand_pid
 }
