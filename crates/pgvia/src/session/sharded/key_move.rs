@@ -303,12 +303,7 @@ impl ShardedSession<'_> {
             return Ok(());
         }
         let Some(stmt) = self.statement(&pending, b.statement) else {
-            if b.statement.is_empty() {
-                self.fail_with(&crate::prepared::no_such_statement(""));
-                return Ok(());
-            }
-            let message = format!("prepared statement \"{}\" does not exist", b.statement);
-            self.refuse("26000", &message);
+            self.fail_with(&crate::prepared::no_such_statement(b.statement));
             return Ok(());
         };
         let (sql, types, analysis): (Bytes, Vec<u32>, Arc<route::Analysis>) =

@@ -322,19 +322,21 @@ impl<'a> ShardedSession<'a> {
 
     /// Answers an exchange with an error of pgvia's own, and the ReadyForQuery after it.
     fn refuse(&mut self, code: &str, message: &str) {
-        self.errored = true;
         wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, message)
             .write(&mut self.to_client);
-        if let Tx::Open { failed, .. } = &mut self.tx {
-            *failed = true;
-        }
-        self.ready();
+        self.after_error();
     }
 
     /// As [`Self::refuse`], with the ErrorResponse already written.
     fn fail_with(&mut self, error: &[u8]) {
-        self.errored = true;
         self.to_client.extend_from_slice(error);
+        self.after_error();
+    }
+
+    /// What follows an ErrorResponse pgvia wrote itself: the transaction fails, and the client
+    /// is told the session is ready.
+    fn after_error(&mut self) {
+        self.errored = true;
         if let Tx::Open { failed, .. } = &mut self.tx {
             *failed = true;
         }
