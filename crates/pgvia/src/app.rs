@@ -18,7 +18,7 @@ use wire::sqlstate::SqlState;
 use crate::auth::{ClientKeys, Secret, SecretCache, ServerCredential};
 use crate::cancel::CancelRegistry;
 use crate::clients::ClientRegistry;
-use crate::config::{Config, Database, PasswordFormat, PoolMode, TlsMode, User};
+use crate::config::{Config, Database, PasswordFormat, PoolMode, ThreadLayout, TlsMode, User};
 use crate::net::tls::{self, TlsError};
 use crate::pool::{Carried, OnDemandUsers, Pool, PoolKey, Pools};
 use crate::routing::Hosts;
@@ -698,11 +698,29 @@ pub fn worker_stack_size(config: &Config) -> usize {
     BASE_STACK + config.analysis.max_nesting as usize * STACK_PER_NESTING_LEVEL
 }
 
-/// The runtime pgvia runs on, with [`worker_stack_size`] stacks.
-pub fn runtime(config: &Config) -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
+/// How many threads serve clients: `general.worker_threads`, else `TOKIO_WORKER_THREADS`,
+/// else one per CPU.
+pub fn thread_count(config: &Config) -> usize {
     if let Some(n) = config.general.worker_threads {
-        builder.worker_threads(usize::from(n));
+        return usize::from(n).max(1);
     }
-    builder.enable_all().thread_stack_size(worker_stack_size(config)).build()
+    std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
+/// The runtime `main` runs pgvia on. Work-stealing: one runtime of [`thread_count`] workers
+/// with [`worker_stack_size`] stacks. Per core: the runtime of thread 0 only, to be run on a
+/// thread of that stack size; `Proxy` starts the others (`cores`).
+pub fn runtime(config: &Config) -> std::io::Result<tokio::runtime::Runtime> {
+    match config.general.thread_layout {
+        ThreadLayout::PerCore => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        ThreadLayout::WorkStealing => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(thread_count(config))
+            .enable_all()
+            .thread_stack_size(worker_stack_size(config))
+            .build(),
+    }
 }

@@ -13,6 +13,7 @@ pub mod auth_query;
 pub mod cancel;
 pub mod clients;
 pub mod config;
+pub mod cores;
 pub mod fdlimit;
 pub mod gateway;
 pub mod import;

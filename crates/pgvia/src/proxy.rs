@@ -9,7 +9,8 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 
 use crate::app::{App, AppError, Phase};
-use crate::config::Config;
+use crate::config::{Config, ThreadLayout};
+use crate::cores::{Cores, Stage};
 use crate::net::listener::UnixSocket;
 use crate::net::{ClientPeer, ClientStream};
 
@@ -25,6 +26,8 @@ pub enum ProxyError {
     Bind { addr: String, source: std::io::Error },
     #[error(transparent)]
     Gateway(#[from] crate::gateway::GatewayError),
+    #[error("cannot start the client threads: {0}")]
+    Threads(std::io::Error),
 }
 
 /// A bound, not yet running proxy. Binding first lets callers (tests, the binary) learn the
@@ -32,6 +35,8 @@ pub enum ProxyError {
 pub struct Proxy {
     app: Arc<App>,
     listener: TcpListener,
+    /// The other client threads (`thread_layout = "per_core"`), accepting on the same port.
+    cores: Cores,
     /// `/metrics` and `/health`, when `general.metrics_listen` is set.
     metrics: Option<TcpListener>,
     /// The Unix socket, when `general.unix_socket_dir` is set.
@@ -53,9 +58,32 @@ impl Proxy {
         app.spill.clean_at_start(&app.config().limits);
         // Health checks start now, not at the first client: roles and lag are known by then.
         app.all_hosts();
-        let listener = crate::net::listener::bind(&host, port)
-            .await
-            .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
+        let threads = crate::app::thread_count(&app.config());
+        let (listener, cores) = match app.config().general.thread_layout {
+            ThreadLayout::PerCore if threads > 1 => {
+                let mut group = crate::net::listener::bind_group(&host, port, threads)
+                    .await
+                    .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
+                let first = TcpListener::from_std(group.remove(0))
+                    .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
+                let work = group
+                    .into_iter()
+                    .map(|l| {
+                        let app = app.clone();
+                        move |stage| accept_on_core(app, l, stage)
+                    })
+                    .collect();
+                let cores = Cores::start(work, crate::app::worker_stack_size(&app.config()))
+                    .map_err(ProxyError::Threads)?;
+                (first, cores)
+            }
+            _ => {
+                let l = crate::net::listener::bind(&host, port)
+                    .await
+                    .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
+                (l, Cores::none())
+            }
+        };
         // Named after the port actually bound (a test's port 0 becomes a real one).
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
         let unix = match &app.config().general.unix_socket_dir {
@@ -79,7 +107,7 @@ impl Proxy {
             }
             None => None,
         };
-        Ok(Self { app, listener, metrics, unix, gateway })
+        Ok(Self { app, listener, cores, metrics, unix, gateway })
     }
 
     /// Where the HTTP gateway is served, if it is.
@@ -109,7 +137,7 @@ impl Proxy {
     /// at once, sessions finish their transactions for up to `shutdown_timeout`, and whoever
     /// is left is told 57P01 and closed.
     pub async fn run(self, stop: impl Future<Output = ()>) {
-        let Proxy { app, listener, metrics, unix, gateway } = self;
+        let Proxy { app, listener, cores, metrics, unix, gateway } = self;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(app.config().general.listen_port);
         tokio::pin!(stop);
         let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
@@ -122,14 +150,7 @@ impl Proxy {
             tokio::select! {
                 _ = &mut stop => break,
                 _ = app.shutdown_requested.notified() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((tcp, peer)) => admit(&app, ClientStream::Plain(tcp), ClientPeer::Tcp(peer), peer.ip()),
-                    Err(e) => {
-                        // Running out of file descriptors must not end the process; back off.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                },
+                accepted = listener.accept() => admit_tcp(&app, accepted).await,
                 accepted = accept_unix(unix.as_ref()) => match accepted {
                     Ok(stream) => admit(&app, ClientStream::Unix(stream), ClientPeer::Unix { port }, UNIX_CLIENTS),
                     Err(e) => {
@@ -141,6 +162,7 @@ impl Proxy {
             }
         }
         drop(listener);
+        cores.drain();
         drop(unix);
         // The gateway takes no new requests either; its sessions drain with the others.
         if let Some(g) = gateway {
@@ -170,7 +192,41 @@ impl Proxy {
             m.abort();
         }
         app.notify.close_all();
+        cores.exit().await;
         tracing::info!("pgvia stopped");
+    }
+}
+
+/// Another client thread's accept loop, until shutdown.
+async fn accept_on_core(
+    app: Arc<App>,
+    listener: std::net::TcpListener,
+    mut stage: tokio::sync::watch::Receiver<Stage>,
+) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            // Dropping it takes it out of the port's group: the other threads get its clients.
+            tracing::error!(thread = crate::cores::current(), error = %e, "a client thread cannot accept; the others serve the port");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = stage.wait_for(|s| *s != Stage::Serve) => return,
+            accepted = listener.accept() => admit_tcp(&app, accepted).await,
+        }
+    }
+}
+
+async fn admit_tcp(app: &Arc<App>, accepted: std::io::Result<(tokio::net::TcpStream, SocketAddr)>) {
+    match accepted {
+        Ok((tcp, peer)) => admit(app, ClientStream::Plain(tcp), ClientPeer::Tcp(peer), peer.ip()),
+        Err(e) => {
+            // Running out of file descriptors must not end the process; back off.
+            tracing::warn!(error = %e, "accept failed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 

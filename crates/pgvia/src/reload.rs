@@ -134,6 +134,7 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     check(a.client_tls_ca_file != b.client_tls_ca_file, "general.client_tls_ca_file");
     check(a.instance_id != b.instance_id, "general.instance_id");
     check(a.worker_threads != b.worker_threads, "general.worker_threads");
+    check(a.thread_layout != b.thread_layout, "general.thread_layout");
     check(old.gateway.listen != new.gateway.listen, "gateway.listen");
     check(old.gateway.tls != new.gateway.tls, "gateway.tls");
     check(old.analysis != new.analysis, "analysis");

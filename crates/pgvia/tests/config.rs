@@ -230,6 +230,10 @@ fn type_and_syntax_errors() {
         p,
         ["2: general.tls_mode: unknown variant `on`, expected one of `disable`, `allow`, `require`, `verify-ca`, `verify-full`"]
     );
+    assert_eq!(
+        problems("[general]\nthread_layout = \"per_thread\"\n"),
+        ["2: general.thread_layout: unknown variant `per_thread`, expected `per_core` or `work_stealing`"]
+    );
     let p = problems("[general]\nauth_method = \"scram\"\n");
     assert!(p[0].starts_with("2: general.auth_method: unknown variant `scram`"), "{p:?}");
     let p = problems("[pool]\npool_size = -1\n");

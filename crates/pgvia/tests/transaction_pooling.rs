@@ -314,3 +314,74 @@ async fn a_client_gone_right_after_its_last_message_leaves_a_clean_server() {
     assert_eq!(proxy.servers_created(), 1, "the one server was closed and replaced");
     proxy.stop().await;
 }
+
+/// `thread_layout = "per_core"`: clients accepted by different threads share one server, which
+/// moves to the thread of whichever client takes it. It stays one server, counted once, and
+/// every client still sees only its own settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_follows_its_clients_over_every_client_thread() {
+    let pg = start_pg();
+    let config =
+        transaction_config(&pg, 1).general("worker_threads = 3").general("thread_layout = \"per_core\"");
+    let proxy = TestProxy::start(&config).await;
+    let mut pids = std::collections::HashSet::new();
+    // The kernel spreads connections over the three listeners by their addresses: thirty all
+    // on one thread would be a chance of 3 in 3^30.
+    for _ in 0..30 {
+        let client = proxy.connect(USER, PASSWORD, DB).await;
+        pids.insert(row(&client, "SELECT pg_backend_pid()").await[0].clone());
+    }
+    let tasks = (0..12).map(|i| {
+        let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+        async move {
+            let client = connect(&conninfo).await.expect("connect through pgvia");
+            let mut pids = Vec::new();
+            for n in 0..20 {
+                let value = format!("c{i}n{n}");
+                client.batch_execute("BEGIN").await.expect("BEGIN");
+                client
+                    .batch_execute(&format!("SET LOCAL application_name = '{value}'"))
+                    .await
+                    .expect("SET LOCAL");
+                let got = row(&client, "SELECT current_setting('application_name'), pg_backend_pid()").await;
+                client.batch_execute("COMMIT").await.expect("COMMIT");
+                assert_eq!(got[0], value, "client {i} saw another client's setting");
+                pids.push(got[1].clone());
+            }
+            pids
+        }
+    });
+    for client_pids in join_all(tasks).await {
+        pids.extend(client_pids);
+    }
+    assert_eq!(pids.len(), 1, "one server for everyone: {pids:?}");
+    assert_eq!(proxy.servers_created(), 1);
+    proxy.assert_no_leaks().await;
+    let pool = &proxy.app.pools.all()[0];
+    let moved = pool.stats.servers_moved.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(moved > 0, "the server never moved between threads");
+    assert_eq!(pool.stats.servers_idle.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(pool.idle_servers().len(), 1);
+    proxy.stop().await;
+}
+
+/// The work-stealing layout still serves: clients, a pool, a clean shutdown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_work_stealing_layout_serves_as_before() {
+    let pg = start_pg();
+    let config = transaction_config(&pg, 2).general("thread_layout = \"work_stealing\"");
+    let proxy = TestProxy::start(&config).await;
+    let tasks = (0..8).map(|_| {
+        let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+        async move {
+            let client = connect(&conninfo).await.expect("connect through pgvia");
+            for _ in 0..10 {
+                assert_eq!(row(&client, "SELECT 1").await, ["1"]);
+            }
+        }
+    });
+    join_all(tasks).await;
+    proxy.assert_no_leaks().await;
+    assert_eq!(proxy.app.pools.all()[0].stats.servers_moved.load(std::sync::atomic::Ordering::Relaxed), 0);
+    proxy.stop().await;
+}

@@ -111,6 +111,7 @@ fn general(r: &mut Rows, g: &General) {
     // Empty means one per CPU.
     let threads = |n: Option<u16>| n.map(|n| n.to_string()).unwrap_or_default();
     r.put("worker_threads", threads(g.worker_threads), threads(d.worker_threads), RESTART);
+    r.put("thread_layout", g.thread_layout.as_str(), d.thread_layout.as_str(), RESTART);
 }
 
 fn pool(r: &mut Rows, p: &PoolDefaults) {

@@ -31,7 +31,7 @@ pub use gateway::{Gateway, GatewayToken};
 pub use limits::Limits;
 pub use model::{
     AnalysisSettings, AuthMethod, CacheAdmission, General, LogFormat, PasswordFormat, PoolDefaults, PoolMode,
-    PoolSettings, ServerTlsMode, TlsMode, TlsNegotiation, User,
+    PoolSettings, ServerTlsMode, ThreadLayout, TlsMode, TlsNegotiation, User,
 };
 pub use routing::{LoadBalance, ReadWriteSplit, RolePreference, RoutingSettings, ServerEntry, ServerRole};
 pub use sharding::{

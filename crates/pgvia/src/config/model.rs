@@ -164,6 +164,30 @@ pub struct General {
     /// Threads that serve clients. Default: one per CPU (tokio's `TOKIO_WORKER_THREADS` when
     /// set). One thread spends less CPU per transaction but queues sessions behind each other.
     pub worker_threads: Option<u16>,
+    /// How sessions are spread over those threads. Default `per_core`.
+    pub thread_layout: ThreadLayout,
+}
+
+/// How the threads that serve clients share the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadLayout {
+    /// One single-threaded runtime per thread, each with its own listener on the port and its
+    /// own idle server connections: a session and its servers stay on the thread that
+    /// accepted the client, so a round trip wakes no other thread.
+    PerCore,
+    /// One work-stealing runtime: any thread runs any session, the I/O driver passes between
+    /// them.
+    WorkStealing,
+}
+
+impl ThreadLayout {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadLayout::PerCore => "per_core",
+            ThreadLayout::WorkStealing => "work_stealing",
+        }
+    }
 }
 
 /// How log lines are written.
@@ -181,6 +205,7 @@ impl Default for General {
         General {
             instance_id: None,
             worker_threads: None,
+            thread_layout: ThreadLayout::PerCore,
             listen_addr: "127.0.0.1".to_owned(),
             listen_port: 6432,
             max_client_connections: 10_000,

@@ -172,6 +172,13 @@ impl Collector for Scrape {
             counter,
             stat(|p| p.stats.resets_failed.load(Ordering::Relaxed)),
         )?;
+        family(
+            &mut enc,
+            "server_connections_moved",
+            "Idle server connections moved from one client thread to another (thread_layout per_core).",
+            counter,
+            stat(|p| p.stats.servers_moved.load(Ordering::Relaxed)),
+        )?;
 
         let errors = pools.iter().flat_map(|(p, c)| {
             ERROR_CLASSES.iter().zip(c.totals.errors).map(move |(class, n)| {

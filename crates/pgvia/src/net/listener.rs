@@ -20,14 +20,41 @@ pub async fn bind(host: &str, port: u16) -> std::io::Result<TcpListener> {
 }
 
 fn bind_addr(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::from_std(bind_std(addr, false)?)
+}
+
+fn bind_std(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
     let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
     socket.set_nonblocking(true)?;
     // Accepted sockets inherit these (see `ACCEPTED_INHERIT_TUNING`).
     crate::net::stream::tune_socket(socket2::SockRef::from(&socket));
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
-    TcpListener::from_std(socket.into())
+    Ok(socket.into())
+}
+
+/// Binds `count` listeners on one address and port with `SO_REUSEPORT`, so each client thread
+/// accepts from its own and the kernel spreads new connections over them (`cores`).
+///
+/// `SO_REUSEPORT` would also let a second pgvia of the same user join the group unnoticed, so
+/// a probe without it binds first: that fails when anything holds the port, and names the
+/// port when 0 was asked for. The group binds right after the probe closes.
+pub async fn bind_group(host: &str, port: u16, count: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let mut last_err = None;
+    for addr in lookup_host((host, port)).await? {
+        let bound = bind_std(addr, false).and_then(|probe| probe.local_addr()).and_then(|addr| {
+            (0..count.max(1)).map(|_| bind_std(addr, true)).collect::<std::io::Result<Vec<_>>>()
+        });
+        match bound {
+            Ok(group) => return Ok(group),
+            Err(e) => last_err = Some(e),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| std::io::Error::other(format!("{host} resolves to no address"))))
 }
 
 /// A Unix-socket listener; its file is removed when this is dropped.
@@ -67,6 +94,19 @@ pub fn bind_unix(dir: &Path, port: u16) -> std::io::Result<UnixSocket> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_group_shares_its_port_and_no_one_else_joins_it() {
+        let group = bind_group("127.0.0.1", 0, 2).await.expect("bind the group");
+        assert_eq!(group.len(), 2);
+        let port = group[0].local_addr().expect("address").port();
+        assert_eq!(group[1].local_addr().expect("address").port(), port);
+        // Another process's pgvia would bind the same way: refused while the group listens.
+        let err = bind_group("127.0.0.1", port, 2).await.expect_err("the port is taken");
+        assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+        drop(group);
+        bind_group("127.0.0.1", port, 1).await.expect("free again");
+    }
 
     /// The premise of `ACCEPTED_INHERIT_TUNING`: an accepted socket comes with the listener's
     /// options, so the session does not set them again.

@@ -79,6 +79,24 @@ impl ServerStream {
         matches!(self, ServerStream::Tls(_))
     }
 
+    /// Registers the socket with the current runtime (see `ServerConn::rehome`): a duplicate
+    /// of its descriptor is registered here and the old one closed, since tokio gives a
+    /// socket back only by value. False for TLS, which stays where it was registered.
+    pub fn rehome(&mut self) -> io::Result<bool> {
+        match self {
+            ServerStream::Tcp(s) => {
+                let copy: std::net::TcpStream = socket2::SockRef::from(&*s).try_clone()?.into();
+                *s = TcpStream::from_std(copy)?;
+            }
+            ServerStream::Unix(s) => {
+                let copy: std::os::unix::net::UnixStream = socket2::SockRef::from(&*s).try_clone()?.into();
+                *s = UnixStream::from_std(copy)?;
+            }
+            ServerStream::Tls(_) => return Ok(false),
+        }
+        Ok(true)
+    }
+
     /// Borrowed halves, for waiting on both directions in one `select!`.
     pub fn split(&mut self) -> (ServerRead<'_>, ServerWrite<'_>) {
         match self {

@@ -49,36 +49,42 @@ fn jitter_permille(id: u64) -> u32 {
 }
 
 fn retire(pool: &Pool) {
+    let mut retired = Vec::new();
+    for thread in 0..pool.idle.len() {
+        retire_from(pool, thread, &mut retired);
+    }
+    for c in retired {
+        pool.close_conn(c, "idle_timeout or max_lifetime reached");
+    }
+}
+
+/// Takes thread `thread`'s idle servers past their time into `out`, keeping `min_idle` in all.
+fn retire_from(pool: &Pool, thread: usize, out: &mut Vec<ServerConn>) {
     let idle_timeout = pool.settings.idle_timeout;
     let lifetime = pool.settings.max_lifetime;
     let keep = pool.settings.min_idle as usize;
-    let retired: Vec<_> = {
-        let mut idle = pool.idle_list();
-        let mut out = Vec::new();
-        // Oldest-used first: the list is a stack with the most recently used at the end.
-        let mut i = 0;
-        while i < idle.len() {
-            let c = &idle[i];
-            let too_old = past_lifetime(lifetime, c);
-            let too_idle =
-                !idle_timeout.is_zero() && c.last_used.elapsed() >= idle_timeout && idle.len() > keep;
-            if too_old || too_idle {
-                out.push(idle.remove(i));
-            } else if let Err(why) = idle[i].is_alive() {
-                // Terminated from outside while idle: dropped now, so the counts the admin
-                // console shows match the servers that exist (checkout checks again).
-                let dead = idle.remove(i);
-                tracing::info!(pool = %pool.name, server = dead.id, pid = dead.key.process_id, %why, "idle server connection is dead; discarding it");
-                pool.stats.servers_closed.fetch_add(1, Ordering::Relaxed);
-            } else {
-                i += 1;
-            }
+    let mut idle = pool.idle_list(thread);
+    // Oldest-used first: the list is a stack with the most recently used at the end.
+    let mut i = 0;
+    while i < idle.len() {
+        let c = &idle[i];
+        let too_old = past_lifetime(lifetime, c);
+        let too_idle = !idle_timeout.is_zero()
+            && c.last_used.elapsed() >= idle_timeout
+            && pool.stats.servers_idle.load(Ordering::Relaxed) > keep;
+        if too_old || too_idle {
+            out.push(idle.remove(i));
+            pool.stats.servers_idle.fetch_sub(1, Ordering::Relaxed);
+        } else if let Err(why) = idle[i].is_alive() {
+            // Terminated from outside while idle: dropped now, so the counts the admin
+            // console shows match the servers that exist (checkout checks again).
+            let dead = idle.remove(i);
+            pool.stats.servers_idle.fetch_sub(1, Ordering::Relaxed);
+            tracing::info!(pool = %pool.name, server = dead.id, pid = dead.key.process_id, %why, "idle server connection is dead; discarding it");
+            pool.stats.servers_closed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            i += 1;
         }
-        pool.stats.servers_idle.store(idle.len(), Ordering::Relaxed);
-        out
-    };
-    for c in retired {
-        pool.close_conn(c, "idle_timeout or max_lifetime reached");
     }
 }
 

@@ -3,6 +3,11 @@
 //! A connection is either idle (in the pool's list) or checked out (owned by exactly one
 //! session through a [`Checkout`] guard). Waiting clients queue on a fair semaphore whose
 //! permits are the pool size, so the list lock is held only to push or pop, never across I/O.
+//!
+//! Idle servers are kept in one list per client thread (`cores`), by the thread whose runtime
+//! their socket is registered with. A checkout takes from its own thread's list first and
+//! moves a server it takes from another's (`ServerConn::rehome`), so a session's round trips
+//! wake only its own thread.
 
 mod checkout;
 mod maintain;
@@ -61,6 +66,9 @@ pub struct PoolStats {
     pub checkouts: AtomicU64,
     pub checkout_timeouts: AtomicU64,
     pub resets_failed: AtomicU64,
+    /// Idle servers a checkout took from another client thread's list and moved to its own
+    /// (`thread_layout = "per_core"`).
+    pub servers_moved: AtomicU64,
     /// Clients pinned to their server in transaction mode, by [`PinReason`] index.
     pub pins: [AtomicU64; PinReason::ALL.len()],
     /// Servers that must close when they come back (opened before a `RECONNECT` or a
@@ -96,7 +104,8 @@ pub struct Pool {
     addr: ServerAddress,
     max_frame: usize,
     permits: Arc<Semaphore>,
-    idle: Mutex<Vec<ServerConn>>,
+    /// Idle servers, one list per client thread (see the module's comment).
+    idle: Box<[Mutex<Vec<ServerConn>>]>,
     /// What a freshly connected server reports (ParameterStatus), kept so a client can be
     /// welcomed before it is given a server.
     startup_params: Mutex<Option<Arc<ServerParams>>>,
@@ -171,7 +180,7 @@ impl Pool {
             settings,
             addr,
             max_frame,
-            idle: Mutex::new(Vec::new()),
+            idle: (0..crate::cores::count()).map(|_| Mutex::new(Vec::new())).collect(),
             startup_params: Mutex::new(None),
             settings_reports: Mutex::new(HashMap::new()),
             welcomes: Mutex::new(Vec::new()),
@@ -202,9 +211,32 @@ impl Pool {
         &self.addr
     }
 
-    fn idle_list(&self) -> std::sync::MutexGuard<'_, Vec<ServerConn>> {
+    /// Thread `thread`'s idle list. Every change of a list's length changes
+    /// `stats.servers_idle` under its lock, so the count is the sum of the lists.
+    fn idle_list(&self, thread: usize) -> std::sync::MutexGuard<'_, Vec<ServerConn>> {
         // A panic while holding this lock cannot leave the Vec inconsistent; keep going.
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+        self.idle[thread % self.idle.len()].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Empties every idle list.
+    fn drain_idle(&self) -> Vec<ServerConn> {
+        let mut drained = Vec::new();
+        for thread in 0..self.idle.len() {
+            let mut list = self.idle_list(thread);
+            self.stats.servers_idle.fetch_sub(list.len(), Ordering::Relaxed);
+            drained.append(&mut list);
+        }
+        drained
+    }
+
+    /// The most recently used idle server of this thread, else of another (then false).
+    fn pop_idle(&self) -> Option<(ServerConn, bool)> {
+        let here = crate::cores::current();
+        (0..self.idle.len()).find_map(|k| {
+            let conn = self.idle_list(here + k).pop()?;
+            self.stats.servers_idle.fetch_sub(1, Ordering::Relaxed);
+            Some((conn, k == 0))
+        })
     }
 
     /// Takes a server for a client, waiting up to the checkout timeout for one to be free.
@@ -310,9 +342,7 @@ impl Pool {
     pub fn reconnect(&self) {
         let now = Instant::now();
         *self.reconnect_before.lock().unwrap_or_else(PoisonError::into_inner) = Some(now);
-        let drained: Vec<_> = std::mem::take(&mut *self.idle_list());
-        self.stats.servers_idle.store(0, Ordering::Relaxed);
-        for c in drained {
+        for c in self.drain_idle() {
             self.close_conn(c, "RECONNECT");
         }
         // Counted after the idle ones closed: what is left is checked out.
@@ -330,16 +360,17 @@ impl Pool {
 
     /// Idle servers, for `SHOW SERVERS`.
     pub fn idle_servers(&self) -> Vec<ServerRow> {
-        self.idle_list()
-            .iter()
-            .map(|c| ServerRow {
+        let mut rows = Vec::new();
+        for thread in 0..self.idle.len() {
+            rows.extend(self.idle_list(thread).iter().map(|c| ServerRow {
                 id: c.id,
                 process_id: c.key.process_id,
                 peer: c.peer.clone(),
                 created: c.created,
                 last_used: c.last_used,
-            })
-            .collect()
+            }));
+        }
+        rows
     }
 
     /// Reload: `next` serves this pool's clients from now on. This pool stops handing out
@@ -402,17 +433,25 @@ impl Pool {
         self.startup_params.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// Pops the most recently used idle server that is still alive; dead ones are dropped.
+    /// Pops the most recently used idle server that is still alive, this thread's first;
+    /// dead ones are dropped.
     fn take_idle(&self) -> Option<ServerConn> {
         loop {
-            let mut conn = {
-                let mut idle = self.idle_list();
-                let c = idle.pop()?;
-                self.stats.servers_idle.store(idle.len(), Ordering::Relaxed);
-                c
-            };
+            let (mut conn, from_here) = self.pop_idle()?;
+            // Checked before it moves: the runtime it is registered with knows whether it
+            // became readable while idle; a fresh registration does not yet.
             match conn.is_alive() {
-                Ok(()) => return Some(conn),
+                Ok(()) if from_here => return Some(conn),
+                Ok(()) => match conn.rehome() {
+                    Ok(()) => {
+                        self.stats.servers_moved.fetch_add(1, Ordering::Relaxed);
+                        return Some(conn);
+                    }
+                    Err(e) => {
+                        tracing::warn!(pool = %self.name, server = conn.id, error = %e, "cannot move an idle server connection to this thread; closing it");
+                        self.close_conn(conn, "could not move it between threads");
+                    }
+                },
                 Err(why) => {
                     tracing::info!(pool = %self.name, server = conn.id, pid = conn.key.process_id, %why, "idle server connection is dead; discarding it");
                     // Dropped here: a dead socket has no use for `close_conn`'s Terminate.
@@ -454,9 +493,9 @@ impl Pool {
             return;
         }
         conn.last_used = std::time::Instant::now();
-        let mut idle = self.idle_list();
+        let mut idle = self.idle_list(conn.home);
         idle.push(conn);
-        self.stats.servers_idle.store(idle.len(), Ordering::Relaxed);
+        self.stats.servers_idle.fetch_add(1, Ordering::Relaxed);
     }
 
     fn close_conn(&self, conn: ServerConn, why: &str) {
@@ -485,9 +524,7 @@ impl Pool {
     /// reload). Checked-out servers close when their sessions end.
     pub fn close(&self) {
         self.permits.close();
-        let drained: Vec<_> = std::mem::take(&mut *self.idle_list());
-        self.stats.servers_idle.store(0, Ordering::Relaxed);
-        for c in drained {
+        for c in self.drain_idle() {
             self.close_conn(c, "pool closed");
         }
     }

@@ -145,6 +145,9 @@ pub struct ServerConn {
     pub statements: ServerStatements,
     /// Where the current client's first request stands (set at checkout).
     pub first_request: FirstRequest,
+    /// The client thread whose runtime the socket is registered with (`cores`): the pool
+    /// keeps it in that thread's idle list.
+    pub home: usize,
 }
 
 /// What a server connection is fit for. It only moves forward (clean, used, broken) until a
@@ -234,7 +237,19 @@ impl ServerConn {
             cancels: Arc::default(),
             statements: ServerStatements::default(),
             first_request: FirstRequest::Answered,
+            home: crate::cores::current(),
         }
+    }
+
+    /// Moves the socket to this thread's runtime, so its readiness wakes this thread rather
+    /// than the one that opened it. A TLS session stays where it is (its socket is inside the
+    /// TLS state) and keeps working from here, at the price of a wake-up across threads.
+    pub fn rehome(&mut self) -> std::io::Result<()> {
+        let here = crate::cores::current();
+        if self.home != here && self.stream.rehome()? {
+            self.home = here;
+        }
+        Ok(())
     }
 
     async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
