@@ -30,6 +30,21 @@ async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
     socket.connect(to).await.unwrap()
 }
 
+/// `connect_from`, then waits until pgvia has taken the connection and counts it as logging in.
+/// Each client thread accepts from its own listener (`thread_layout = "per_core"`), so two
+/// connections made one after the other may be taken in the other order; a test that needs
+/// the earlier one counted first waits for it.
+async fn connect_counted(from: &str, proxy: &TestProxy) -> TcpStream {
+    let before = proxy.app.admission.pending();
+    let stream = connect_from(from, proxy.addr).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while proxy.app.admission.pending() <= before {
+        assert!(Instant::now() < deadline, "pgvia did not take the connection within 5 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stream
+}
+
 /// Everything the peer sends until it closes (at most 10 s).
 async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
     let mut all = Vec::new();
@@ -235,13 +250,13 @@ async fn connections_logging_in_are_capped_per_address_and_in_all() {
     let builder =
         ConfigBuilder::new(&pg).limits("max_pending_logins = 3").limits("max_pending_logins_per_address = 2");
     let proxy = TestProxy::start(&builder).await;
-    let _a = connect_from("127.0.0.3", proxy.addr).await;
-    let _b = connect_from("127.0.0.3", proxy.addr).await;
+    let _a = connect_counted("127.0.0.3", &proxy).await;
+    let _b = connect_counted("127.0.0.3", &proxy).await;
     let mut refused = connect_from("127.0.0.3", proxy.addr).await;
     let (code, message) = error_fields(&read_until_closed(&mut refused).await);
     assert_eq!(code, "53300");
     assert!(message.contains("from this address"), "{message}");
-    let _c = connect_from("127.0.0.4", proxy.addr).await;
+    let _c = connect_counted("127.0.0.4", &proxy).await;
     let mut refused = connect_from("127.0.0.5", proxy.addr).await;
     let (code, message) = error_fields(&read_until_closed(&mut refused).await);
     assert_eq!(code, "53300");
@@ -269,7 +284,7 @@ async fn connections_per_second_are_limited_per_address() {
         TestProxy::start(&ConfigBuilder::new(&pg).limits("connections_per_second_per_address = 3")).await;
     let mut held = Vec::new();
     for _ in 0..3 {
-        held.push(connect_from("127.0.0.6", proxy.addr).await);
+        held.push(connect_counted("127.0.0.6", &proxy).await);
     }
     let mut refused = connect_from("127.0.0.6", proxy.addr).await;
     let (code, message) = error_fields(&read_until_closed(&mut refused).await);
@@ -567,7 +582,7 @@ async fn a_reload_applies_new_limits_to_the_next_connection() {
     let base = ConfigBuilder::new(&pg).user(&admin_user());
     std::fs::write(&path, base.clone().limits("max_pending_logins_per_address = 1").toml()).unwrap();
     let proxy = TestProxy::start_file(&path).await;
-    let _first = connect_from("127.0.0.7", proxy.addr).await;
+    let _first = connect_counted("127.0.0.7", &proxy).await;
     let mut refused = connect_from("127.0.0.7", proxy.addr).await;
     assert_eq!(error_fields(&read_until_closed(&mut refused).await).0, "53300");
 
