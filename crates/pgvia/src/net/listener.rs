@@ -42,16 +42,25 @@ fn bind_std(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::Tcp
 ///
 /// `SO_REUSEPORT` would also let a second pgvia of the same user join the group unnoticed, so
 /// a probe without it binds first: that fails when anything holds the port, and names the
-/// port when 0 was asked for. The group binds right after the probe closes.
+/// port when 0 was asked for. The group binds right after the probe closes. With port 0,
+/// something else may take the probe's port in between (any socket bound to port 0 can get
+/// it); another free port is then as good, so it is tried a few times.
 pub async fn bind_group(host: &str, port: u16, count: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let attempts = if port == 0 { 8 } else { 1 };
     let mut last_err = None;
     for addr in lookup_host((host, port)).await? {
-        let bound = bind_std(addr, false).and_then(|probe| probe.local_addr()).and_then(|addr| {
-            (0..count.max(1)).map(|_| bind_std(addr, true)).collect::<std::io::Result<Vec<_>>>()
-        });
-        match bound {
-            Ok(group) => return Ok(group),
-            Err(e) => last_err = Some(e),
+        for _ in 0..attempts {
+            let bound = bind_std(addr, false).and_then(|probe| probe.local_addr()).and_then(|addr| {
+                (0..count.max(1)).map(|_| bind_std(addr, true)).collect::<std::io::Result<Vec<_>>>()
+            });
+            match bound {
+                Ok(group) => return Ok(group),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last_err = Some(e),
+                Err(e) => {
+                    last_err = Some(e);
+                    break;
+                }
+            }
         }
     }
     Err(last_err.unwrap_or_else(|| std::io::Error::other(format!("{host} resolves to no address"))))
