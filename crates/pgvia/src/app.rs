@@ -711,16 +711,35 @@ pub fn thread_count(config: &Config) -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
-/// The runtime `main` runs pgvia on. Work-stealing: one runtime of [`thread_count`] workers
-/// with [`worker_stack_size`] stacks. Per core: the runtime of thread 0 only, to be run on a
-/// thread of that stack size; `Proxy` starts the others (`cores`).
-pub fn runtime(config: &Config) -> std::io::Result<tokio::runtime::Runtime> {
+/// Runs `serve` to completion the way `main` runs pgvia, so every thread that can run a
+/// session has [`worker_stack_size`] of stack. Work-stealing: on a runtime of
+/// [`thread_count`] workers. Per core: on thread 0, a thread started here (the caller's own
+/// stack may be smaller) with its own single-threaded runtime; `Proxy` starts the others
+/// (`cores`). A panic in `serve` is carried on to the caller.
+pub fn block_on<T, F>(config: &Config, serve: impl FnOnce() -> F + Send) -> std::io::Result<T>
+where
+    F: std::future::Future<Output = T>,
+    T: Send,
+{
+    let stack_size = worker_stack_size(config);
     match config.general.thread_layout {
-        ThreadLayout::PerCore => tokio::runtime::Builder::new_current_thread().enable_all().build(),
-        ThreadLayout::WorkStealing => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(thread_count(config))
-            .enable_all()
-            .thread_stack_size(worker_stack_size(config))
-            .build(),
+        ThreadLayout::WorkStealing => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(thread_count(config))
+                .enable_all()
+                .thread_stack_size(stack_size)
+                .build()?;
+            Ok(runtime.block_on(serve()))
+        }
+        ThreadLayout::PerCore => std::thread::scope(|scope| {
+            let thread = std::thread::Builder::new()
+                .name("pgvia-core-0".to_owned())
+                .stack_size(stack_size)
+                .spawn_scoped(scope, || {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                Ok(runtime.block_on(serve()))
+            })?;
+            thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        }),
     }
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use pgvia::config::{Config, ThreadLayout};
+use pgvia::config::Config;
 use pgvia::Proxy;
 
 #[derive(Parser)]
@@ -82,61 +82,36 @@ fn main() -> ExitCode {
     };
     pgvia::logging::init(&config.general.log_level, config.general.log_format);
     pgvia::fdlimit::raise_and_log(&config);
-    let runtime = match pgvia::app::runtime(&config) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("pgvia: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
+    let served = pgvia::app::block_on(&config.clone(), move || async move {
+        let proxy = match Proxy::bind(config).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start");
+                return ExitCode::FAILURE;
+            }
+        };
+        match proxy.local_addr() {
+            Ok(addr) => tracing::info!(%addr, "pgvia listening"),
+            Err(e) => tracing::warn!(error = %e, "listening, address unknown"),
         }
-    };
-    let layout = config.general.thread_layout;
-    let stack_size = pgvia::app::worker_stack_size(&config);
-    let serve = move || {
-        runtime.block_on(async move {
-            let proxy = match Proxy::bind(config).await {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match proxy.local_addr() {
-                Ok(addr) => tracing::info!(%addr, "pgvia listening"),
-                Err(e) => tracing::warn!(error = %e, "listening, address unknown"),
-            }
-            tokio::spawn(reload_on_sighup(std::sync::Arc::downgrade(proxy.app())));
-            // The accept loop runs as a task on a runtime worker rather than in `block_on` on the
-            // main thread: a session spawned from a worker starts in that worker's own queue,
-            // where a spawn from outside the workers goes through the shared queue and wakes a
-            // worker thread (a futex call and a thread switch per login). Per core, the
-            // task runs on this same thread.
-            match tokio::spawn(proxy.run(stop_signal())).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    tracing::error!(error = %e, "the accept loop ended abnormally");
-                    ExitCode::FAILURE
-                }
-            }
-        })
-    };
-    match layout {
-        ThreadLayout::WorkStealing => serve(),
-        // Thread 0 of the per-core layout runs here, on a stack sized like the others'.
-        ThreadLayout::PerCore => {
-            let thread = std::thread::Builder::new()
-                .name("pgvia-core-0".to_owned())
-                .stack_size(stack_size)
-                .spawn(serve);
-            match thread.map(std::thread::JoinHandle::join) {
-                Ok(Ok(code)) => code,
-                Ok(Err(_)) => ExitCode::FAILURE,
-                Err(e) => {
-                    eprintln!("pgvia: cannot start a client thread: {e}");
-                    ExitCode::FAILURE
-                }
+        tokio::spawn(reload_on_sighup(std::sync::Arc::downgrade(proxy.app())));
+        // The accept loop runs as a task on a runtime worker rather than in `block_on` on the
+        // main thread: a session spawned from a worker starts in that worker's own queue,
+        // where a spawn from outside the workers goes through the shared queue and wakes a
+        // worker thread (a futex call and a thread switch per login). Per core, the
+        // task runs on this same thread.
+        match tokio::spawn(proxy.run(stop_signal())).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!(error = %e, "the accept loop ended abnormally");
+                ExitCode::FAILURE
             }
         }
-    }
+    });
+    served.unwrap_or_else(|e| {
+        eprintln!("pgvia: cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })
 }
 
 /// Completes on SIGTERM or SIGINT.

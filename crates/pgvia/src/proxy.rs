@@ -59,13 +59,12 @@ impl Proxy {
         // Health checks start now, not at the first client: roles and lag are known by then.
         app.all_hosts();
         let threads = crate::app::thread_count(&app.config());
+        let bind_error = |source| ProxyError::Bind { addr: format!("{host}:{port}"), source };
         let (listener, cores) = match app.config().general.thread_layout {
             ThreadLayout::PerCore if threads > 1 => {
-                let mut group = crate::net::listener::bind_group(&host, port, threads)
-                    .await
-                    .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
-                let first = TcpListener::from_std(group.remove(0))
-                    .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
+                let mut group =
+                    crate::net::listener::bind_group(&host, port, threads).await.map_err(bind_error)?;
+                let first = TcpListener::from_std(group.remove(0)).map_err(bind_error)?;
                 let work = group
                     .into_iter()
                     .map(|l| {
@@ -78,9 +77,7 @@ impl Proxy {
                 (first, cores)
             }
             _ => {
-                let l = crate::net::listener::bind(&host, port)
-                    .await
-                    .map_err(|source| ProxyError::Bind { addr: format!("{host}:{port}"), source })?;
+                let l = crate::net::listener::bind(&host, port).await.map_err(bind_error)?;
                 (l, Cores::none())
             }
         };

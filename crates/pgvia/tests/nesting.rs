@@ -1,7 +1,7 @@
 //! A configuration the documentation allows cannot crash the process: with
 //! `[analysis] max_nesting` at its documented maximum, a query nested that deep is analysed
-//! on a runtime worker of the stack size production uses (`pgvia::app::runtime`, as
-//! `main` builds it), and the client gets PostgreSQL's own answer.
+//! on a thread of the stack size production uses (`pgvia::app::block_on`, as `main` runs
+//! pgvia), and the client gets PostgreSQL's own answer.
 //!
 //! Debug builds take several times more stack per level than release builds, so passing
 //! here in a debug build is the conservative case.
@@ -41,8 +41,9 @@ fn max_nesting_at_its_maximum_cannot_overflow_a_worker() {
     let toml = format!("{}\n[analysis]\nmax_nesting = 10000\ncache_entries = 0\n", builder.toml());
     let config = Config::parse(&toml, Path::new("/tmp/pgvia-test.toml")).unwrap();
     assert_eq!(config.analysis.max_nesting, 10_000, "the documented maximum");
-    let runtime = pgvia::app::runtime(&config).unwrap();
-    runtime.block_on(async {
+    // Whichever thread's listener takes each connection (thread 0's is the one this runs on),
+    // its session runs on a stack of the production size.
+    pgvia::app::block_on(&config, || async {
         let proxy = TestProxy::start_toml(&toml).await;
         let direct = connect(&direct_conninfo(&pg, USER, PASSWORD, DB)).await.unwrap();
         let through = proxy.connect(USER, PASSWORD, DB).await;
@@ -69,5 +70,6 @@ fn max_nesting_at_its_maximum_cannot_overflow_a_worker() {
         drop((through, fresh));
         proxy.assert_no_leaks().await;
         proxy.stop().await;
-    });
+    })
+    .unwrap();
 }

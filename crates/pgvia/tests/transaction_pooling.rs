@@ -382,6 +382,7 @@ async fn the_work_stealing_layout_serves_as_before() {
     });
     join_all(tasks).await;
     proxy.assert_no_leaks().await;
-    assert_eq!(proxy.app.pools.all()[0].stats.servers_moved.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // Eight clients over a pool of two: they shared the servers.
+    assert!(proxy.servers_created() <= 2, "{} servers opened", proxy.servers_created());
     proxy.stop().await;
 }

@@ -229,13 +229,13 @@ impl Pool {
         drained
     }
 
-    /// The most recently used idle server of this thread, else of another (then false).
-    fn pop_idle(&self) -> Option<(ServerConn, bool)> {
+    /// The most recently used idle server of this thread, else of another.
+    fn pop_idle(&self) -> Option<ServerConn> {
         let here = crate::cores::current();
         (0..self.idle.len()).find_map(|k| {
             let conn = self.idle_list(here + k).pop()?;
             self.stats.servers_idle.fetch_sub(1, Ordering::Relaxed);
-            Some((conn, k == 0))
+            Some(conn)
         })
     }
 
@@ -437,14 +437,15 @@ impl Pool {
     /// dead ones are dropped.
     fn take_idle(&self) -> Option<ServerConn> {
         loop {
-            let (mut conn, from_here) = self.pop_idle()?;
+            let mut conn = self.pop_idle()?;
             // Checked before it moves: the runtime it is registered with knows whether it
             // became readable while idle; a fresh registration does not yet.
             match conn.is_alive() {
-                Ok(()) if from_here => return Some(conn),
                 Ok(()) => match conn.rehome() {
-                    Ok(()) => {
-                        self.stats.servers_moved.fetch_add(1, Ordering::Relaxed);
+                    Ok(moved) => {
+                        if moved {
+                            self.stats.servers_moved.fetch_add(1, Ordering::Relaxed);
+                        }
                         return Some(conn);
                     }
                     Err(e) => {

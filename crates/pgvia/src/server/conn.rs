@@ -244,12 +244,14 @@ impl ServerConn {
     /// Moves the socket to this thread's runtime, so its readiness wakes this thread rather
     /// than the one that opened it. A TLS session stays where it is (its socket is inside the
     /// TLS state) and keeps working from here, at the price of a wake-up across threads.
-    pub fn rehome(&mut self) -> std::io::Result<()> {
+    /// True if the socket moved.
+    pub fn rehome(&mut self) -> std::io::Result<bool> {
         let here = crate::cores::current();
-        if self.home != here && self.stream.rehome()? {
-            self.home = here;
+        if self.home == here || !self.stream.rehome()? {
+            return Ok(false);
         }
-        Ok(())
+        self.home = here;
+        Ok(true)
     }
 
     async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
