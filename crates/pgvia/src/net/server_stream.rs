@@ -79,22 +79,16 @@ impl ServerStream {
         matches!(self, ServerStream::Tls(_))
     }
 
-    /// Registers the socket with the current runtime (see `ServerConn::rehome`): a duplicate
-    /// of its descriptor is registered here and the old one closed, since tokio gives a
-    /// socket back only by value. False for TLS, which stays where it was registered.
-    pub fn rehome(&mut self) -> io::Result<bool> {
-        match self {
-            ServerStream::Tcp(s) => {
-                let copy: std::net::TcpStream = socket2::SockRef::from(&*s).try_clone()?.into();
-                *s = TcpStream::from_std(copy)?;
-            }
-            ServerStream::Unix(s) => {
-                let copy: std::os::unix::net::UnixStream = socket2::SockRef::from(&*s).try_clone()?.into();
-                *s = UnixStream::from_std(copy)?;
-            }
-            ServerStream::Tls(_) => return Ok(false),
-        }
-        Ok(true)
+    /// The same socket registered with the current runtime instead (see
+    /// `ServerConn::rehome`): taken out of the runtime it was registered with and handed to
+    /// this one, two `epoll_ctl` calls. TLS is not movable (its socket is inside the TLS
+    /// state): the caller keeps it where it is. On an error the socket is closed.
+    pub fn rehomed(self) -> io::Result<ServerStream> {
+        Ok(match self {
+            ServerStream::Tcp(s) => ServerStream::Tcp(TcpStream::from_std(s.into_std()?)?),
+            ServerStream::Unix(s) => ServerStream::Unix(UnixStream::from_std(s.into_std()?)?),
+            tls @ ServerStream::Tls(_) => tls,
+        })
     }
 
     /// Borrowed halves, for waiting on both directions in one `select!`.

@@ -441,18 +441,22 @@ impl Pool {
             // Checked before it moves: the runtime it is registered with knows whether it
             // became readable while idle; a fresh registration does not yet.
             match conn.is_alive() {
-                Ok(()) => match conn.rehome() {
-                    Ok(moved) => {
-                        if moved {
-                            self.stats.servers_moved.fetch_add(1, Ordering::Relaxed);
+                Ok(()) => {
+                    let id = conn.id;
+                    match conn.rehome() {
+                        Ok((conn, moved)) => {
+                            if moved {
+                                self.stats.servers_moved.fetch_add(1, Ordering::Relaxed);
+                            }
+                            return Some(conn);
                         }
-                        return Some(conn);
+                        Err(e) => {
+                            // The socket is closed already: nothing to send a Terminate on.
+                            tracing::warn!(pool = %self.name, server = id, error = %e, "cannot move an idle server connection to this thread; closed it");
+                            self.stats.servers_closed.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
-                    Err(e) => {
-                        tracing::warn!(pool = %self.name, server = conn.id, error = %e, "cannot move an idle server connection to this thread; closing it");
-                        self.close_conn(conn, "could not move it between threads");
-                    }
-                },
+                }
                 Err(why) => {
                     tracing::info!(pool = %self.name, server = conn.id, pid = conn.key.process_id, %why, "idle server connection is dead; discarding it");
                     // Dropped here: a dead socket has no use for `close_conn`'s Terminate.

@@ -241,17 +241,20 @@ impl ServerConn {
         }
     }
 
-    /// Moves the socket to this thread's runtime, so its readiness wakes this thread rather
-    /// than the one that opened it. A TLS session stays where it is (its socket is inside the
-    /// TLS state) and keeps working from here, at the price of a wake-up across threads.
-    /// True if the socket moved.
-    pub fn rehome(&mut self) -> std::io::Result<bool> {
+    /// The connection with its socket moved to this thread's runtime, so its readiness wakes
+    /// this thread rather than the one that opened it, and whether it moved. A TLS session
+    /// stays where it is (its socket is inside the TLS state) and keeps working from here, at
+    /// the price of a wake-up across threads. On an error the connection is gone (its socket
+    /// closed).
+    pub fn rehome(mut self) -> std::io::Result<(Self, bool)> {
         let here = crate::cores::current();
-        if self.home == here || !self.stream.rehome()? {
-            return Ok(false);
+        if self.home == here || self.stream.is_tls() {
+            return Ok((self, false));
         }
+        let stream = self.stream;
+        self.stream = stream.rehomed()?;
         self.home = here;
-        Ok(true)
+        Ok((self, true))
     }
 
     async fn connect_inner(addr: &ServerAddress, max_frame: usize) -> Result<Self, ServerError> {
