@@ -386,3 +386,54 @@ async fn the_work_stealing_layout_serves_as_before() {
     assert!(proxy.servers_created() <= 2, "{} servers opened", proxy.servers_created());
     proxy.stop().await;
 }
+
+/// Clients waiting for a server on both client threads, many of them giving up (a short
+/// `checkout_timeout`) while servers are handed from client to client on each thread: every
+/// client is either served or told 53300, and no server is lost or replaced on the way (a
+/// server handed to a client that stopped waiting goes back to the pool).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_handed_between_waiting_clients_are_never_lost() {
+    let pg = start_pg();
+    let config = ConfigBuilder::new(&pg)
+        .pool("pool_mode = \"transaction\"")
+        .pool("pool_size = 2")
+        .pool("checkout_timeout = \"150ms\"")
+        .general("worker_threads = 2")
+        .general("thread_layout = \"per_core\"");
+    let proxy = TestProxy::start(&config).await;
+    let tasks = (0..24).map(|i| {
+        let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+        async move {
+            let client = connect(&conninfo).await.expect("connect through pgvia");
+            let (mut served, mut refused) = (0, 0);
+            for _ in 0..6 {
+                match client.simple_query("SELECT pg_sleep(0.02)").await {
+                    Ok(_) => served += 1,
+                    Err(e) => {
+                        let code = e.as_db_error().map(|d| d.code().code().to_owned());
+                        assert_eq!(code.as_deref(), Some("53300"), "client {i}: {e}");
+                        refused += 1;
+                        // A refused client is closed; the next one logs in again.
+                        break;
+                    }
+                }
+            }
+            (served, refused)
+        }
+    });
+    let results = join_all(tasks).await;
+    let served: i32 = results.iter().map(|r| r.0).sum();
+    let refused: i32 = results.iter().map(|r| r.1).sum();
+    assert!(served > 0, "no client was served");
+    assert!(refused > 0, "no client gave up waiting: the test did not test");
+    proxy.assert_no_leaks().await;
+    assert_eq!(
+        proxy.servers_created(),
+        2,
+        "a server was lost and replaced ({served} served, {refused} refused)"
+    );
+    let pool = &proxy.app.pools.all()[0];
+    assert_eq!(pool.stats.servers_idle.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert_eq!(pool.idle_servers().len(), 2);
+    proxy.stop().await;
+}

@@ -15,7 +15,8 @@ pub struct Checkout {
     conn: Option<ServerConn>,
     /// Told when the server is gone again (by any of the ways a checkout ends).
     patron: Option<PatronRef>,
-    _permit: OwnedSemaphorePermit,
+    /// Held while the server is out; goes back with it (`Pool::put_back`), or is dropped.
+    permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Checkout {
@@ -26,7 +27,7 @@ impl Checkout {
         permit: OwnedSemaphorePermit,
     ) -> Self {
         conn.first_request = FirstRequest::Unsent;
-        Self { pool, conn: Some(conn), patron, _permit: permit }
+        Self { pool, conn: Some(conn), patron, permit: Some(permit) }
     }
 
     /// Serves `patron` from now on (a server taken before its client was registered).
@@ -64,14 +65,21 @@ impl Checkout {
         self.unserved();
         self.pool.stats.servers_active.fetch_sub(1, Ordering::Relaxed);
         match conn.reset(unsent, reset_query, reset_timeout).await {
-            Ok(()) => self.pool.put_idle(conn),
+            Ok(()) => self.give_to_pool(conn),
             Err(e) => {
                 self.pool.stats.resets_failed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(pool = %self.pool.name, server = conn.id, error = %e, "could not reset server connection; closing it");
                 self.pool.close_conn(conn, "reset failed");
             }
         }
-        // The permit drops with `self`, after the server is back in the idle list.
+    }
+
+    /// Gives a clean server back with this checkout's permit.
+    fn give_to_pool(&mut self, conn: ServerConn) {
+        match self.permit.take() {
+            Some(permit) => self.pool.put_back(conn, permit),
+            None => self.pool.put_idle(conn),
+        }
     }
 }
 
@@ -95,7 +103,7 @@ impl Checkout {
         if conn.is_broken() || !conn.tracker.is_quiescent() || !clean_enough(&conn) {
             self.pool.close_conn(conn, "given back in use");
         } else {
-            self.pool.put_idle(conn);
+            self.give_to_pool(conn);
         }
     }
 }

@@ -7,9 +7,11 @@
 //! Idle servers are kept in one list per client thread (`cores`), by the thread whose runtime
 //! their socket is registered with. A checkout takes from its own thread's list first and
 //! moves a server it takes from another's (`ServerConn::rehome`), so a session's round trips
-//! wake only its own thread.
+//! wake only its own thread. A server given back goes first to a client waiting on the same
+//! thread (module `handoff`), so with more clients than servers few servers move at all.
 
 mod checkout;
+mod handoff;
 mod maintain;
 mod on_demand;
 mod patron;
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 use thiserror::Error;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 pub use checkout::Checkout;
 pub use on_demand::OnDemandUsers;
@@ -106,6 +108,8 @@ pub struct Pool {
     permits: Arc<Semaphore>,
     /// Idle servers, one list per client thread (see the module's comment).
     idle: Box<[Mutex<Vec<ServerConn>>]>,
+    /// Clients waiting for a server, per client thread, to be handed one given back there.
+    handoffs: handoff::Handoffs,
     /// What a freshly connected server reports (ParameterStatus), kept so a client can be
     /// welcomed before it is given a server.
     startup_params: Mutex<Option<Arc<ServerParams>>>,
@@ -181,6 +185,7 @@ impl Pool {
             addr,
             max_frame,
             idle: (0..crate::cores::count()).map(|_| Mutex::new(Vec::new())).collect(),
+            handoffs: handoff::Handoffs::new(crate::cores::count()),
             startup_params: Mutex::new(None),
             settings_reports: Mutex::new(HashMap::new()),
             welcomes: Mutex::new(Vec::new()),
@@ -277,17 +282,37 @@ impl Pool {
         let mut paused = self.paused.subscribe();
         // Closed pools must not keep clients waiting for a RESUME that cannot help them.
         let _ = paused.wait_for(|p| !*p || self.permits.is_closed()).await;
-        let permit = tokio::time::timeout(waited, self.permits.clone().acquire_owned()).await;
-        self.stats.clients_waiting.fetch_sub(1, Ordering::Relaxed);
-        let permit = match permit {
-            Ok(Ok(p)) => p,
-            Ok(Err(_)) => return Err(PoolError::Closed { pool: self.name.clone() }),
-            Err(_) => {
-                self.stats.checkout_timeouts.fetch_add(1, Ordering::Relaxed);
-                return Err(PoolError::CheckoutTimeout { pool: self.name.clone(), waited });
+        let got = match self.permits.clone().try_acquire_owned() {
+            Ok(p) => Ok(Some(Got::Permit(p))),
+            Err(TryAcquireError::Closed) => Ok(None),
+            Err(TryAcquireError::NoPermits) => {
+                // Whichever comes first: a server given back on this thread (module
+                // `handoff`), or a permit from the semaphore.
+                let here = crate::cores::current();
+                let mut place = handoff::Place { pool: self, rx: self.handoffs.wait(here, started) };
+                let wait = async {
+                    tokio::select! {
+                        biased;
+                        Ok(handed) = &mut place.rx => Some(Got::Handed(Box::new(handed))),
+                        permit = self.permits.clone().acquire_owned() => permit.ok().map(Got::Permit),
+                    }
+                };
+                tokio::time::timeout(waited, wait).await
             }
         };
-        self.checkout_with(permit, started, patron).await
+        self.stats.clients_waiting.fetch_sub(1, Ordering::Relaxed);
+        match got {
+            Ok(Some(Got::Permit(p))) => self.checkout_with(p, started, patron).await,
+            Ok(Some(Got::Handed(handed))) => {
+                let (conn, permit) = *handed;
+                Ok(self.checked_out(conn, permit, started, patron))
+            }
+            Ok(None) => Err(PoolError::Closed { pool: self.name.clone() }),
+            Err(_) => {
+                self.stats.checkout_timeouts.fetch_add(1, Ordering::Relaxed);
+                Err(PoolError::CheckoutTimeout { pool: self.name.clone(), waited })
+            }
+        }
     }
 
     /// A server for a client only if the pool has room for one now (an idle server, or fewer
@@ -314,6 +339,17 @@ impl Pool {
             // would otherwise be part of every checkout, and so of every session's future.
             None => Box::pin(self.connect()).await?,
         };
+        Ok(self.checked_out(conn, permit, started, patron))
+    }
+
+    /// `conn` as a client's, counted.
+    fn checked_out(
+        self: &Arc<Self>,
+        conn: ServerConn,
+        permit: OwnedSemaphorePermit,
+        started: Instant,
+        patron: Option<&PatronRef>,
+    ) -> Checkout {
         let wait = started.elapsed();
         match patron {
             Some(p) => p.served(wait),
@@ -322,7 +358,7 @@ impl Pool {
         self.wait_histogram.observe(wait);
         self.stats.checkouts.fetch_add(1, Ordering::Relaxed);
         self.stats.servers_active.fetch_add(1, Ordering::Relaxed);
-        Ok(Checkout::new(self.clone(), conn, patron.cloned(), permit))
+        Checkout::new(self.clone(), conn, patron.cloned(), permit)
     }
 
     /// `PAUSE` (true) or `RESUME` (false) this pool.
@@ -487,6 +523,22 @@ impl Pool {
         Ok(conn)
     }
 
+    /// A clean server given back with its permit: to a client waiting on this thread
+    /// (module `handoff`), else to the idle list (the permit then wakes the longest waiter);
+    /// closed instead when it is too old or its pool was reconnected or replaced.
+    fn put_back(&self, conn: ServerConn, permit: OwnedSemaphorePermit) {
+        let handed = if self.is_stale(&conn) || maintain::past_lifetime(self.settings.max_lifetime, &conn) {
+            Some((conn, permit))
+        } else {
+            self.handoffs.offer(crate::cores::current(), (conn, permit))
+        };
+        if let Some((conn, permit)) = handed {
+            self.put_idle(conn);
+            // After the server is in the idle list, for the client this permit wakes.
+            drop(permit);
+        }
+    }
+
     /// Returns a clean server to the idle list, or closes it when it is too old.
     fn put_idle(&self, mut conn: ServerConn) {
         if self.is_stale(&conn) {
@@ -533,6 +585,15 @@ impl Pool {
             self.close_conn(c, "pool closed");
         }
     }
+}
+
+/// How a waiting client got its turn.
+enum Got {
+    /// A permit, with which it takes an idle server or opens one.
+    Permit(OwnedSemaphorePermit),
+    /// A server given back on its thread, with its permit (boxed: the enum lives only until
+    /// the checkout is built, and a server connection is large).
+    Handed(Box<handoff::Handed>),
 }
 
 /// All pools, created on first use.
