@@ -21,7 +21,10 @@ rows=$(psql postgres://demo:demo@127.0.0.1:6432/demo -XAtc 'select count(*) from
 [[ $rows == 100000 ]] || { echo "demo-check: expected 100000 pgbench_accounts rows through pgvia, got $rows"; exit 1; }
 version=$(PGPASSWORD=admin psql -h 127.0.0.1 -p 6432 -U admin pgvia -XAtc 'SHOW VERSION')
 [[ $version == pgvia\ * ]] || { echo "demo-check: the admin console answered SHOW VERSION with '$version'"; exit 1; }
-curl -fsS http://127.0.0.1:9930/metrics | grep -q '^pgvia_queries_total{' || { echo "demo-check: no pgvia_queries_total at http://127.0.0.1:9930/metrics"; exit 1; }
+# Read whole before it is searched: `curl | grep -q` fails under pipefail when grep stops at its
+# match and curl, still writing, gets a broken pipe (it did, on a cold full run).
+metrics=$(curl -fsS http://127.0.0.1:9930/metrics) || { echo "demo-check: http://127.0.0.1:9930/metrics did not answer"; exit 1; }
+grep -q '^pgvia_queries_total{' <<<"$metrics" || { echo "demo-check: no pgvia_queries_total at http://127.0.0.1:9930/metrics"; exit 1; }
 # The printed curl example works as printed.
 sql_line=$(grep -m1 '^SQL over HTTP:  curl ' <<<"$out" | sed 's/^SQL over HTTP:  //') \
     || { echo "demo-check: no SQL-over-HTTP example printed"; exit 1; }
