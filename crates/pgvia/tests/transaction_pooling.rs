@@ -28,7 +28,7 @@ const CHECK: &str = "SELECT current_setting('search_path'), current_setting('Tim
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_client_keeps_its_own_settings_over_five_servers() {
     const CLIENTS: usize = 200;
-    const TRANSACTIONS: usize = 100;
+    const TRANSACTIONS: usize = 50;
     let pg = start_pg_with(harness::ClusterOptions::default().max_connections(300));
     let proxy = TestProxy::start(&transaction_config(&pg, 5)).await;
     let zones = ["UTC", "Europe/Paris", "Asia/Tokyo", "America/New_York", "Australia/Sydney"];
