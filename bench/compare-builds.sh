@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Usage: bench/compare-builds.sh OLD_PGVIA NEW_PGVIA [--rounds N] [--seconds S] [--auth trust|scram]
-#                                [PGBENCH_ARGS ...]
+#                                [--latency] [PGBENCH_ARGS ...]
 #
 # Two pgvia binaries side by side in front of one throwaway PostgreSQL 15 (fsync off,
 # pgbench -i -s 10), transaction mode, pool of 20, trust authentication (--auth scram: the
@@ -9,7 +9,8 @@
 # (one quoted string per workload; default "-S -M simple -c 16 -j 2" and "-M simple -c 16 -j 2")
 # runs N rounds (default 5) of S seconds (default 5), the builds interleaved (old, new, old,
 # new, ...), and prints per run TPS and each pgvia's CPU seconds per 1,000 transactions (user +
-# system ticks from /proc/<pid>/stat), then the medians and the new/old ratios. For a change's
+# system ticks from /proc/<pid>/stat), then the medians and the new/old ratios; --latency adds
+# each run's p99 latency from pgbench's per-transaction log (--log). For a change's
 # before/after: build the old commit's release binary, copy it away, build the new one.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,12 +18,13 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0
 (($# >= 2)) || { usage >&2; exit 2; }
 declare -A bin=([old]=$(realpath "$1") [new]=$(realpath "$2"))
 shift 2
-rounds=5 secs=5 auth=trust workloads=()
+rounds=5 secs=5 auth=trust workloads=() stand_latency=0
 while (($#)); do
     case $1 in
         --rounds) rounds=${2:?}; shift ;;
         --seconds) secs=${2:?}; shift ;;
         --auth) auth=${2:?}; shift ;;
+        --latency) stand_latency=1 ;;
         -h | --help) usage; exit 0 ;;
         *) workloads+=("$1") ;;
     esac

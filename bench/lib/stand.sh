@@ -10,14 +10,17 @@
 #   stand_spawn CMD ...           runs CMD in the background; its pid is stand_pid
 #   stand_cpu_ticks PID           the process's user + system CPU ticks (1/100 s)
 #   stand_pgbench PID PORT SECS ARGS
-#                                 runs pgbench ARGS for SECS against PORT; prints "TPS<tab>CPU",
-#                                 CPU being PID's seconds per 1,000 transactions
+#                                 runs pgbench ARGS for SECS against PORT; prints
+#                                 "TPS<tab>CPU<tab>p99", CPU being PID's seconds per 1,000
+#                                 transactions, p99 the latency in ms with stand_latency=1 (pgbench
+#                                 --log), else -
 #   stand_interleave "A B ..." ROUNDS SECS WORKLOAD ...
 #                                 runs each pgbench WORKLOAD ROUNDS times against A, then B, ...
 #                                 (their ports and pids in the arrays port and pid, indexed by
 #                                 the variants' names), prints each run and then stand_medians'
-#   stand_medians FILE A B ...    FILE's lines "workload<tab>variant<tab>round<tab>TPS<tab>CPU";
-#                                 prints each variant's medians and their ratios to A's
+#   stand_medians FILE A B ...    FILE's lines "workload<tab>variant<tab>round<tab>TPS<tab>CPU<tab>p99"
+#                                 (p99 in ms or -); prints each variant's medians and their ratios
+#                                 to A's
 #   stand_start_server NAME ARGS  a trust cluster under stand_work with role and database bench;
 #                                 ARGS go to pgharness start (--set ...); prints its port
 #   stand_config_head PORT POOL   a trust, transaction-mode configuration up to database bench's
@@ -146,15 +149,26 @@ stand_spawn() {
 stand_cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 stand_pgbench() {
-    local pid=$1 port=$2 secs=$3 args=$4 before after out tps tx
+    local pid=$1 port=$2 secs=$3 args=$4 before after out tps tx logs='' p99=-
+    # With stand_latency=1 pgbench logs every transaction and the run's p99 is a third column
+    # (the log costs pgbench, not the proxy, the same for every variant).
+    local log_args=()
+    if [[ ${stand_latency:-0} == 1 ]]; then
+        logs=$(mktemp -d -p "$stand_work" latency.XXXXXX)
+        log_args=(--log --log-prefix="$logs/tx")
+    fi
     before=$(stand_cpu_ticks "$pid")
     # shellcheck disable=SC2086 # ARGS is a list of pgbench options
-    out=$(pgbench -n $args -T "$secs" -h 127.0.0.1 -p "$port" -U bench bench 2>&1) || true
+    out=$(pgbench -n "${log_args[@]}" $args -T "$secs" -h 127.0.0.1 -p "$port" -U bench bench 2>&1) || true
     after=$(stand_cpu_ticks "$pid")
     tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out")
     tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
     [[ -n $tps && ${tx:-0} -gt 0 ]] || { echo "$out" >&2; echo "pgbench failed on port $port" >&2; return 1; }
-    printf '%s\t%s\n' "$tps" "$(python3 -c "print(f'{($after - $before) / 100 / $tx * 1000:.4f}')")"
+    if [[ -n $logs ]]; then
+        p99=$(python3 bench/report.py latency "$logs"/tx.* | awk '{print $3}')
+        rm -rf "$logs"
+    fi
+    printf '%s\t%s\t%s\n' "$tps" "$(python3 -c "print(f'{($after - $before) / 100 / $tx * 1000:.4f}')")" "$p99"
 }
 
 stand_interleave() {
@@ -178,17 +192,25 @@ import statistics, sys
 from collections import defaultdict
 path, base, others = sys.argv[1], sys.argv[2], sys.argv[3:]
 runs = defaultdict(lambda: defaultdict(list))
+p99s = defaultdict(lambda: defaultdict(list))
 for line in open(path):
-    args, variant, _, tps, cpu = line.rstrip("\n").split("\t")
+    args, variant, _, tps, cpu, *rest = line.rstrip("\n").split("\t")
     runs[args][variant].append((float(tps), float(cpu)))
+    if rest and rest[0] != "-":
+        p99s[args][variant].append(float(rest[0]))
 head = [f"TPS {base}"] + [f"TPS {o} | {o}/{base}" for o in others]
 head += [f"CPU s/1k tx {base}"] + [f"{o} | {o}/{base}" for o in others]
+if p99s:
+    head += [f"p99 ms {base}"] + [f"{o} | {o}/{base}" for o in others]
 print("\nworkload | " + " | ".join(head))
 for args, by in runs.items():
     tps = {v: statistics.median(t for t, _ in by[v]) for v in [base] + others}
     cpu = {v: statistics.median(c for _, c in by[v]) for v in [base] + others}
     cells = [f"{tps[base]:.0f}"] + [f"{tps[o]:.0f} | {tps[o] / tps[base]:.3f}" for o in others]
     cells += [f"{cpu[base]:.4f}"] + [f"{cpu[o]:.4f} | {cpu[o] / cpu[base]:.3f}" for o in others]
+    if p99s:
+        p99 = {v: statistics.median(p99s[args][v]) for v in [base] + others}
+        cells += [f"{p99[base]:.2f}"] + [f"{p99[o]:.2f} | {p99[o] / p99[base]:.3f}" for o in others]
     print(f"{args} | " + " | ".join(cells))
 PY
 }
