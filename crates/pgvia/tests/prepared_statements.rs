@@ -279,6 +279,52 @@ async fn tokio_postgres_statements_follow_clients_across_servers() {
     proxy.stop().await;
 }
 
+/// What one client sees around a `DISCARD ALL` sent through the extended protocol (as JDBC
+/// sends every statement, and as psycopg and asyncpg send prepared ones): its earlier
+/// statement is gone, preparing the same text again works, and another client of the same
+/// server (then a second one) prepares that text and runs it.
+async fn discard_all_prepared(conninfo: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    let client = connect(conninfo).await.unwrap();
+    let add_one = client.prepare("SELECT $1::int + 1").await.unwrap();
+    let row = client.query_one(&add_one, &[&1i32]).await.unwrap();
+    seen.push(format!("before: {}", row.get::<_, i32>(0)));
+    let discard = client.prepare("DISCARD ALL").await.unwrap();
+    client.execute(&discard, &[]).await.unwrap();
+    let old = client.query_one(&add_one, &[&2i32]).await;
+    let old =
+        old.map(|r| r.get::<_, i32>(0)).map_err(|e| (e.code().map(|c| c.code().to_owned()), e.to_string()));
+    seen.push(format!("old statement: {old:?}"));
+    let again = client.prepare("SELECT $1::int + 1").await.unwrap();
+    let row = client.query_one(&again, &[&3i32]).await.unwrap();
+    seen.push(format!("prepared again: {}", row.get::<_, i32>(0)));
+    drop(client);
+    for other in 0..2 {
+        let client = connect(conninfo).await.unwrap();
+        let stmt = client.prepare("SELECT $1::int + 1").await.unwrap();
+        let row = client.query_one(&stmt, &[&10i32]).await;
+        seen.push(format!(
+            "client {other}: {:?}",
+            row.map(|r| r.get::<_, i32>(0)).map_err(|e| e.to_string())
+        ));
+    }
+    seen
+}
+
+/// `DISCARD ALL` as a prepared statement drops the server's statements; pgvia must not hand
+/// that server on as if it still held them (the next client would get 26000).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_discard_all_leaves_no_stale_statements_behind() {
+    let pg = start_pg();
+    let direct = discard_all_prepared(&common::direct_conninfo(&pg, USER, PASSWORD, DB)).await;
+    let proxy = TestProxy::start(&transaction_config(&pg, 1)).await;
+    let through = discard_all_prepared(&proxy.conninfo(USER, PASSWORD, DB)).await;
+    assert_eq!(through, direct);
+    assert!(direct[1].contains("26000"), "{direct:?}");
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
 /// A client outside any transaction that only prepares (Parse + Sync, as libpq's `PQprepare`
 /// does) is answered by pgvia without a server; PostgreSQL's checks of the statement come at
 /// its first use. Syntax errors and names in use are still reported at once.

@@ -199,6 +199,22 @@ async fn schema_changes_and_discard_answer_as_postgres_does() {
         let rows = via.query(&again, &[&key]).await.expect("execute after discard");
         assert_eq!(rows.len(), 1);
     }
+    // The same through the extended protocol (JDBC sends every statement so): the servers'
+    // copies are gone, and preparing again parses them afresh on every shard.
+    let again_direct = direct.prepare(star).await.expect("prepare after discard on the reference");
+    let discard_via = via.prepare("DISCARD ALL").await.expect("prepare DISCARD ALL");
+    let discard_direct = direct.prepare("DISCARD ALL").await.expect("prepare DISCARD ALL on the reference");
+    via.execute(&discard_via, &[]).await.expect("prepared discard through pgvia");
+    direct.execute(&discard_direct, &[]).await.expect("prepared discard on the reference");
+    let got = state(via.query(&again, &[&1i64]).await);
+    let want = state(direct.query(&again_direct, &[&1i64]).await);
+    assert_eq!(got, want);
+    assert_eq!(want.err().as_deref(), Some("26000"));
+    let third = via.prepare(star).await.expect("prepare after a prepared discard");
+    for key in 1..=KEYS {
+        let rows = via.query(&third, &[&key]).await.expect("execute after a prepared discard");
+        assert_eq!(rows.len(), 1);
+    }
     // pgvia's names on the servers are not the client's.
     let reserved = via.simple_query("DEALLOCATE pgvia_1").await.map_err(|e| common::sqlstate(&e));
     assert_eq!(reserved.err().flatten().as_deref(), Some("26000"));

@@ -211,6 +211,13 @@ impl Tracking<'_> {
                     if changes_schema(&analysis) {
                         fwd.server.statements.schema_change_sent();
                     }
+                    // `DISCARD ALL` through the extended protocol (JDBC sends every statement
+                    // so; psycopg and asyncpg prepare it) drops the server's statements as a
+                    // simple query does; unrecorded, the next client of this server would
+                    // bind a statement the server no longer has.
+                    if forgets_statements(&analysis) {
+                        fwd.forget_all();
+                    }
                     self.observe(&analysis);
                 }
                 sent

@@ -271,8 +271,12 @@ impl ShardedSession<'_> {
                         return Ok(());
                     }
                     writes |= analysis.writes();
-                    if crate::prepared::changes_schema(&analysis) {
-                        note = ServerNote::SchemaChange;
+                    // The strongest note of the batch's statements: `DISCARD ALL` bound here
+                    // drops the servers' statements as a simple query's does.
+                    match ServerNote::of(&analysis) {
+                        ServerNote::Nothing => {}
+                        ServerNote::SchemaChange if note == ServerNote::ForgetAll => {}
+                        stronger => note = stronger,
                     }
                     needed = needed.union(set);
                     self.portals.insert(b.portal, set);
@@ -444,6 +448,11 @@ impl ShardedSession<'_> {
             None if replicated && bound => Combine::Replicated,
             None => Combine::Concat,
         };
+        if note == ServerNote::ForgetAll {
+            // As PostgreSQL does, the client's statements go too (this batch's Parses, named
+            // once the servers accept them, stay).
+            self.statements.clear();
+        }
         self.note = note;
         self.parses_answered = 0;
         if keepable && targets.len() == 1 && matches!(combine, Combine::Concat | Combine::Replicated) {
