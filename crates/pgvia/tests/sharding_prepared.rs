@@ -187,33 +187,31 @@ async fn schema_changes_and_discard_answer_as_postgres_does() {
         assert_eq!(rows_text(&got), rows_text(&want), "key {key}");
     }
 
-    // DISCARD ALL drops the client's statements, as PostgreSQL does; preparing again works.
-    via.batch_execute("DISCARD ALL").await.expect("discard through pgvia");
-    direct.batch_execute("DISCARD ALL").await.expect("discard on the reference");
-    let got = state(via.query(&new_via, &[&1i64]).await);
-    let want = state(direct.query(&new_direct, &[&1i64]).await);
-    assert_eq!(got, want);
-    assert_eq!(want.err().as_deref(), Some("26000"));
-    let again = via.prepare(star).await.expect("prepare after discard");
-    for key in 1..=KEYS {
-        let rows = via.query(&again, &[&key]).await.expect("execute after discard");
-        assert_eq!(rows.len(), 1);
-    }
-    // The same through the extended protocol (JDBC sends every statement so): the servers'
-    // copies are gone, and preparing again parses them afresh on every shard.
-    let again_direct = direct.prepare(star).await.expect("prepare after discard on the reference");
-    let discard_via = via.prepare("DISCARD ALL").await.expect("prepare DISCARD ALL");
-    let discard_direct = direct.prepare("DISCARD ALL").await.expect("prepare DISCARD ALL on the reference");
-    via.execute(&discard_via, &[]).await.expect("prepared discard through pgvia");
-    direct.execute(&discard_direct, &[]).await.expect("prepared discard on the reference");
-    let got = state(via.query(&again, &[&1i64]).await);
-    let want = state(direct.query(&again_direct, &[&1i64]).await);
-    assert_eq!(got, want);
-    assert_eq!(want.err().as_deref(), Some("26000"));
-    let third = via.prepare(star).await.expect("prepare after a prepared discard");
-    for key in 1..=KEYS {
-        let rows = via.query(&third, &[&key]).await.expect("execute after a prepared discard");
-        assert_eq!(rows.len(), 1);
+    // DISCARD ALL drops the client's statements, as PostgreSQL does, whether it comes as a
+    // simple query or bound through the extended protocol (JDBC sends every statement so);
+    // the servers' copies go too, and preparing again parses afresh on every shard.
+    let (mut held_via, mut held_direct) = (new_via, new_direct);
+    for bound in [false, true] {
+        if bound {
+            let discard_via = via.prepare("DISCARD ALL").await.expect("prepare DISCARD ALL");
+            let discard_direct =
+                direct.prepare("DISCARD ALL").await.expect("prepare DISCARD ALL on the reference");
+            via.execute(&discard_via, &[]).await.expect("prepared discard through pgvia");
+            direct.execute(&discard_direct, &[]).await.expect("prepared discard on the reference");
+        } else {
+            via.batch_execute("DISCARD ALL").await.expect("discard through pgvia");
+            direct.batch_execute("DISCARD ALL").await.expect("discard on the reference");
+        }
+        let got = state(via.query(&held_via, &[&1i64]).await);
+        let want = state(direct.query(&held_direct, &[&1i64]).await);
+        assert_eq!(got, want, "bound: {bound}");
+        assert_eq!(want.err().as_deref(), Some("26000"), "bound: {bound}");
+        held_via = via.prepare(star).await.expect("prepare after discard");
+        held_direct = direct.prepare(star).await.expect("prepare after discard on the reference");
+        for key in 1..=KEYS {
+            let rows = via.query(&held_via, &[&key]).await.expect("execute after discard");
+            assert_eq!(rows.len(), 1, "bound: {bound}, key {key}");
+        }
     }
     // pgvia's names on the servers are not the client's.
     let reserved = via.simple_query("DEALLOCATE pgvia_1").await.map_err(|e| common::sqlstate(&e));
