@@ -325,6 +325,47 @@ async fn a_prepared_discard_all_leaves_no_stale_statements_behind() {
     proxy.stop().await;
 }
 
+/// A `DEALLOCATE ALL` pgvia cannot see (run by a function a plain SELECT calls) drops the
+/// statements pgvia keeps on the server for every client. The first use of one there fails
+/// with 26000; from then on pgvia parses them again, so no client of that server keeps failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_dropped_behind_pgvias_back_are_parsed_again() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 1)).await;
+    let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+    let a = connect(&conninfo).await.unwrap();
+    a.batch_execute(
+        "CREATE FUNCTION drop_statements() RETURNS void LANGUAGE plpgsql \
+         AS $$ BEGIN EXECUTE 'DEALLOCATE ALL'; END $$",
+    )
+    .await
+    .unwrap();
+    let b = connect(&conninfo).await.unwrap();
+    let held = b.prepare("SELECT $1::int * 2").await.unwrap();
+    assert_eq!(b.query_one(&held, &[&1i32]).await.unwrap().get::<_, i32>(0), 2);
+    a.query_one("SELECT drop_statements()::text", &[]).await.unwrap();
+
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for n in 0..4i32 {
+        match b.query_one(&held, &[&n]).await {
+            Ok(r) => {
+                assert_eq!(r.get::<_, i32>(0), n * 2);
+                ran += 1;
+            }
+            Err(e) => failures.push(common::sqlstate(&e).unwrap_or_else(|| e.to_string())),
+        }
+    }
+    assert!(failures.len() <= 1 && failures.iter().all(|f| f == "26000"), "{failures:?}");
+    assert_eq!(ran, 4 - failures.len());
+    // A third client preparing the same text runs it at once.
+    let c = connect(&conninfo).await.unwrap();
+    let fresh = c.prepare("SELECT $1::int * 2").await.unwrap();
+    assert_eq!(c.query_one(&fresh, &[&7i32]).await.unwrap().get::<_, i32>(0), 14);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
 /// A client outside any transaction that only prepares (Parse + Sync, as libpq's `PQprepare`
 /// does) is answered by pgvia without a server; PostgreSQL's checks of the statement come at
 /// its first use. Syntax errors and names in use are still reported at once.

@@ -40,6 +40,7 @@ pub enum Sent {
 }
 
 /// A name no statement ever has (ids start at 1): describing it fails on any server.
+pub const NO_SUCH_STATEMENT_NAME: &str = "pgvia_0";
 const NO_SUCH_STATEMENT: &[u8] = b"pgvia_0\0";
 
 pub struct Forward<'a> {

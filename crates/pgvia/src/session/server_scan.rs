@@ -117,8 +117,18 @@ pub(super) fn scan_server(
             }
             ServerEvent::Other => {}
         }
-        if forwarded && tag == wire::backend::tag::ERROR_RESPONSE {
-            meter.error(wire::backend::Fields::new(body).code().unwrap_or_default().as_bytes());
+        if tag == wire::backend::tag::ERROR_RESPONSE {
+            if forwarded {
+                meter.error(wire::backend::Fields::new(body).code().unwrap_or_default().as_bytes());
+            }
+            if names_a_lost_statement(body) {
+                // Something pgvia did not see (a `DEALLOCATE` run by a function or a DO block)
+                // dropped pgvia's statements on this server. Counted as held, each would fail
+                // for every client this server serves until it closes; of unknown state, each
+                // is closed and parsed again at its next use.
+                tracing::info!(server = server.id, "a statement pgvia keeps on this server was dropped behind its back; parsing its statements again");
+                server.statements.assume_unknown();
+            }
         }
         let answered = server.tracker.take_answered();
         match fate {
@@ -172,4 +182,19 @@ pub(super) fn first_reply(server: &mut ServerConn, to_client: &mut BytesMut) -> 
             None
         }
     }
+}
+
+/// Whether an error is PostgreSQL's 26000 for one of pgvia's own statements on the server
+/// (other than the name no statement has, which pgvia's refusals ask for on purpose).
+fn names_a_lost_statement(body: &[u8]) -> bool {
+    let fields = wire::backend::Fields::new(body);
+    fields.code() == Some("26000")
+        && fields
+            .message()
+            .and_then(|m| m.strip_prefix("prepared statement \""))
+            .and_then(|m| m.split('"').next())
+            .is_some_and(|name| {
+                crate::prepared::is_reserved_name(name)
+                    && name != crate::server::forward::NO_SUCH_STATEMENT_NAME
+            })
 }
