@@ -1,6 +1,8 @@
 //! Streaming through the gateway against real PostgreSQL: a client that goes away is
-//! cancelled on the server within a second and the server is reused; memory stays flat
-//! over a long NDJSON stream.
+//! cancelled on the server (within a second on a quiet machine; the check allows
+//! [`GONE_WITHIN`], as a loaded CI machine needed more than a second once, against the
+//! minutes the query would run uncancelled) and the server is reused; memory stays flat over
+//! a long NDJSON stream.
 
 mod common;
 
@@ -10,6 +12,9 @@ use common::http::{self, neon_auth};
 use common::{direct_conninfo, start_pg, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
+
+/// How soon after its client leaves a query must be gone from the server.
+const GONE_WITHIN: Duration = Duration::from_secs(5);
 
 async fn proxy(pg: &harness::Cluster) -> TestProxy {
     let b = ConfigBuilder::new(pg)
@@ -89,7 +94,7 @@ async fn a_client_that_leaves_is_cancelled_and_the_server_reused() {
     let mut some = vec![0u8; 64 * 1024];
     r.read_exact(&mut some).await.expect("some rows");
     drop(r);
-    let took = until_not_running(&direct, "marker_mid", Duration::from_secs(1)).await;
+    let took = until_not_running(&direct, "marker_mid", GONE_WITHIN).await;
     eprintln!("mid-stream disconnect: query gone after {took:?}");
     assert_eq!(backend_pid(&p).await, pid, "the server was not reused");
 
@@ -107,7 +112,7 @@ async fn a_client_that_leaves_is_cancelled_and_the_server_reused() {
     until_running(&direct, "marker_pre").await;
     conn.abort();
     let _ = conn.await;
-    let took = until_not_running(&direct, "marker_pre", Duration::from_secs(1)).await;
+    let took = until_not_running(&direct, "marker_pre", GONE_WITHIN).await;
     eprintln!("pre-head disconnect: query gone after {took:?}");
     assert_eq!(backend_pid(&p).await, pid, "the server was not reused");
     p.assert_no_leaks().await;
