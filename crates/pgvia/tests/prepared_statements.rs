@@ -325,6 +325,42 @@ async fn a_prepared_discard_all_leaves_no_stale_statements_behind() {
     proxy.stop().await;
 }
 
+/// A `DISCARD ALL` that fails (PostgreSQL refuses it inside a transaction block), sent as a
+/// simple query and as a prepared statement, drops nothing: the server's statements still
+/// serve the next client (pgvia used to count them gone and parse them again: 42P05).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_discard_all_leaves_the_servers_statements_usable() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&transaction_config(&pg, 1)).await;
+    let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+    for prepared in [false, true] {
+        let a = connect(&conninfo).await.unwrap();
+        let held = a.prepare("SELECT $1::int * 3").await.unwrap();
+        assert_eq!(a.query_one(&held, &[&1i32]).await.unwrap().get::<_, i32>(0), 3);
+        a.batch_execute("BEGIN").await.unwrap();
+        let refused = if prepared {
+            let discard = a.prepare("DISCARD ALL").await.unwrap();
+            a.execute(&discard, &[]).await.map(|_| ())
+        } else {
+            a.batch_execute("DISCARD ALL").await
+        };
+        let code = refused.err().and_then(|e| common::sqlstate(&e));
+        assert_eq!(code.as_deref(), Some("25001"), "prepared: {prepared}");
+        a.batch_execute("ROLLBACK").await.unwrap();
+        drop(a);
+        let b = connect(&conninfo).await.unwrap();
+        let stmt = b.prepare("SELECT $1::int * 3").await.unwrap();
+        let row = b.query_one(&stmt, &[&5i32]).await;
+        assert_eq!(
+            row.map(|r| r.get::<_, i32>(0)).map_err(|e| e.to_string()),
+            Ok(15),
+            "prepared: {prepared}"
+        );
+    }
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
 /// A `DEALLOCATE ALL` pgvia cannot see (run by a function a plain SELECT calls) drops the
 /// statements pgvia keeps on the server for every client. The first use of one there fails
 /// with 26000; from then on pgvia parses them again, so no client of that server keeps failing.

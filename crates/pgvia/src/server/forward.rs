@@ -176,11 +176,13 @@ impl Forward<'_> {
         self.server.statements.unnamed = None;
     }
 
-    /// The server forgot every prepared statement (the client ran `DEALLOCATE ALL` or
-    /// `DISCARD ALL`), and so did the client.
+    /// The client ran `DISCARD ALL` (or `DEALLOCATE ALL`): its names go, and every copy on
+    /// the server is of unknown state, closed before its next Parse there. Not forgotten
+    /// outright: the command may fail (inside a transaction block it does), and a Parse of a
+    /// name the server still holds would fail for every client of the server.
     pub fn forget_all(&mut self) {
         self.client.clear();
-        self.server.statements.clear();
+        self.server.statements.assume_unknown();
     }
 
     /// SQL `PREPARE`, the client's name at `span` in `sql`: recorded under the client's

@@ -289,7 +289,7 @@ impl Forward<'_> {
         // What the query does to the server's statements is known only once it ran (it may
         // stop early): each it made is of unknown state, closed before its next Parse there.
         if plan.changes.iter().any(|c| matches!(c, NameChange::Clear)) {
-            server.statements.clear();
+            server.statements.assume_unknown();
         }
         for stmt in plan.prepared {
             server.statements.restore(stmt);
