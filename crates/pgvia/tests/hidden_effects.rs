@@ -282,3 +282,46 @@ fn pool_of_one(pg: &harness::Cluster) -> ConfigBuilder {
         .pool("pool_size = 1")
         .pool("checkout_timeout = \"60s\"")
 }
+
+/// With `standard_conforming_strings` off a backslash escapes a quote, so
+/// `'a\'';SET ...;--'` is a string, a `SET` and a comment; read as the standard says it is
+/// one string. What the second reading hides (a `SET`, a `set_config` through the extended
+/// protocol) must still follow the client and not reach the next client of its server, as on
+/// a dedicated server (the same steps run directly give the expected values).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn effects_hidden_by_nonstandard_string_escapes_do_not_leak() {
+    let pg = start_pg();
+    let proxy = TestProxy::start(&pool_of_one(&pg)).await;
+    let direct_info = direct_conninfo(&pg, USER, PASSWORD, DB);
+    let fresh = {
+        let c = connect(&direct_info).await.expect("direct");
+        row(&c, SESSION).await.expect("fresh session")
+    };
+    const SIMPLE: &str = r"SELECT 'a\'';SET search_path=pg_catalog;--'";
+    const EXTENDED: &str = r"SELECT 'a\'', set_config('statement_timeout', '4321ms', false)::text --'";
+    // The same steps directly: what the first client's own session must show afterwards.
+    let own_directly = {
+        let c = connect(&direct_info).await.expect("direct");
+        c.batch_execute("SET standard_conforming_strings = off").await.expect("set");
+        c.simple_query(SIMPLE).await.expect("simple");
+        c.query(EXTENDED, &[]).await.expect("extended");
+        row(&c, "SELECT current_setting('search_path'), current_setting('statement_timeout')")
+            .await
+            .expect("own")
+    };
+    assert_eq!(own_directly, ["pg_catalog", "4321ms"], "PostgreSQL reads the hidden statements");
+    let conninfo = proxy.conninfo(USER, PASSWORD, DB);
+    let first = connect(&conninfo).await.expect("first");
+    first.batch_execute("SET standard_conforming_strings = off").await.expect("set");
+    first.simple_query(SIMPLE).await.expect("simple");
+    let next = connect(&conninfo).await.expect("next");
+    assert_eq!(row(&next, SESSION).await.expect("next"), fresh, "after the simple query");
+    first.query(EXTENDED, &[]).await.expect("extended");
+    assert_eq!(row(&next, SESSION).await.expect("next"), fresh, "after the extended query");
+    let own =
+        row(&first, "SELECT current_setting('search_path'), current_setting('statement_timeout')").await;
+    assert_eq!(own.expect("own"), own_directly, "the first client keeps its session");
+    drop((first, next));
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}

@@ -509,3 +509,60 @@ async fn a_stale_plan_after_alter_table_is_retried_outside_transactions() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+/// SQL `PREPARE`, `EXECUTE` and `DEALLOCATE` sent through the extended protocol (asyncpg's
+/// `execute`, node-postgres in extended mode), then what a second client sees of the
+/// server: its answers, with the errors' SQLSTATEs.
+async fn extended_sql_prepare(conninfo: &str) -> Vec<String> {
+    fn one(rows: Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>) -> String {
+        match rows {
+            Ok(rows) => format!("{:?}", rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>()),
+            Err(e) => format!("error {:?}", e.code().map(|c| c.code().to_owned())),
+        }
+    }
+    let mut seen = Vec::new();
+    let first = connect(conninfo).await.unwrap();
+    first.execute("PREPARE ext_p AS SELECT 16", &[]).await.unwrap();
+    // The next client, while the first still has its statement (with one server, it waits).
+    let next = tokio::spawn({
+        let conninfo = conninfo.to_owned();
+        async move {
+            let next = connect(&conninfo).await.unwrap();
+            let leaked = next
+                .query("SELECT count(*)::int FROM pg_prepared_statements WHERE name = 'ext_p'", &[])
+                .await;
+            let own = next.execute("PREPARE ext_p AS SELECT 1", &[]).await.map(|_| ());
+            let own = own.map_err(|e| e.code().map(|c| c.code().to_owned()));
+            (format!("next sees: {}", one(leaked)), format!("next PREPARE: {own:?}"))
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    seen.push(format!("own extended EXECUTE: {}", one(first.query("EXECUTE ext_p", &[]).await)));
+    let simple = first.simple_query("EXECUTE ext_p").await.map(|m| m.len()).map_err(|e| e.to_string());
+    seen.push(format!("own simple EXECUTE: {simple:?}"));
+    first.execute("DEALLOCATE ext_p", &[]).await.unwrap();
+    let gone = first
+        .simple_query("EXECUTE ext_p")
+        .await
+        .map(|_| ())
+        .map_err(|e| e.code().map(|c| c.code().to_owned()));
+    seen.push(format!("after DEALLOCATE: {gone:?}"));
+    let (leaked, own) = tokio::time::timeout(Duration::from_secs(30), next).await.unwrap().unwrap();
+    seen.extend([leaked, own]);
+    seen
+}
+
+/// The statement a SQL `PREPARE` makes through the extended protocol is the client's, as on
+/// a dedicated server: its own `EXECUTE`s find it by either protocol, and the next client of
+/// the server neither sees it nor is refused its own `PREPARE` of the name (42P05).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sql_prepare_through_the_extended_protocol_stays_the_clients() {
+    let pg = start_pg();
+    let direct = extended_sql_prepare(&common::direct_conninfo(&pg, USER, PASSWORD, DB)).await;
+    assert_eq!(direct[3], "next sees: [0]", "{direct:?}");
+    let proxy = TestProxy::start(&transaction_config(&pg, 1)).await;
+    let through = extended_sql_prepare(&proxy.conninfo(USER, PASSWORD, DB)).await;
+    assert_eq!(through, direct);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}

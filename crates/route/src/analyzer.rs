@@ -19,6 +19,8 @@ pub struct Analyzer {
     engine: Engine,
     cache: Option<AnalysisCache>,
     counters: Counters,
+    /// The one answer for text read under non-standard string rules, shared.
+    nonstandard: Arc<Analysis>,
 }
 
 impl Analyzer {
@@ -32,7 +34,12 @@ impl Analyzer {
         };
         let cache = (options.cache_entries > 0)
             .then(|| AnalysisCache::new(options.cache_entries, options.cache_bytes, options.cache_admission));
-        Ok(Analyzer { options, engine, cache, counters: Counters::default() })
+        let nonstandard = Arc::new(Analysis::conservative(
+            Outcome::NonstandardStrings,
+            crate::store::HintData::default(),
+            Box::default(),
+        ));
+        Ok(Analyzer { options, engine, cache, counters: Counters::default(), nonstandard })
     }
 
     /// The one entry point: what `sql` does. `param_oids` are the parameter types of a
@@ -75,6 +82,21 @@ impl Analyzer {
                 Box::default(),
             )),
         }
+    }
+
+    /// `analysis` (of `sql`) as it stands for a session whose `standard_conforming_strings`
+    /// is on (`standard_strings`), or may be off: then a backslash in a plain `'...'`
+    /// literal escapes the next character, so `'a\'';SET x = 1;--'` is a string, a `SET`
+    /// and a comment, not the one string the parser here reads (libpg_query follows the
+    /// standard; its setting is a process global no caller could change safely per
+    /// session). Such text gets the conservative analysis, which the session treats as SQL
+    /// it could not read: it reads the session back afterwards and rewrites nothing in it.
+    /// Text without a backslash reads the same either way and keeps its analysis.
+    pub fn for_session(&self, analysis: Arc<Analysis>, sql: &[u8], standard_strings: bool) -> Arc<Analysis> {
+        if standard_strings || !sql.contains(&b'\\') {
+            return analysis;
+        }
+        self.nonstandard.clone()
     }
 
     /// What a simple query's `sql` does, shared with every text of the same shape (the text
@@ -149,7 +171,8 @@ impl Analyzer {
             Outcome::ParseError => Counter::ParseError,
             Outcome::TooLong => Counter::TooLong,
             Outcome::TooComplex => Counter::TooComplex,
-            Outcome::Failed => Counter::Failed,
+            // The engine never reads text as non-standard; only `for_session` says so.
+            Outcome::Failed | Outcome::NonstandardStrings => Counter::Failed,
         });
         if matches!(analysis.outcome(), Outcome::ParseError | Outcome::TooComplex | Outcome::Failed) {
             // These were parsed (or tried) too.

@@ -256,6 +256,10 @@ pub enum Outcome {
     TooComplex,
     /// An internal failure (a panic in the parser bindings) was caught.
     Failed,
+    /// Not read: the text has a backslash and the session's `standard_conforming_strings`
+    /// is off (or may be), so PostgreSQL reads its strings with rules the parser here does
+    /// not follow (see [`Analyzer::for_session`](crate::Analyzer::for_session)).
+    NonstandardStrings,
 }
 
 impl Outcome {
@@ -267,6 +271,7 @@ impl Outcome {
             Outcome::TooLong => "too_long",
             Outcome::TooComplex => "too_complex",
             Outcome::Failed => "failed",
+            Outcome::NonstandardStrings => "nonstandard_strings",
         }
     }
 }

@@ -191,3 +191,21 @@ fn functions_listed_as_session_neutral_hide_nothing() {
         route::AnalyzerOptions { session_neutral_functions: vec!["a.b.c".into()], ..Default::default() };
     assert_eq!(bad.problems()[0].key(), "session_neutral_functions");
 }
+
+/// With `standard_conforming_strings` off, `'a\''` ends at the second quote, so the `SET`
+/// behind it is real; the standard reading (the parser's) sees one string. Such text is not
+/// read for a session that may be off; text without a backslash reads the same either way.
+#[test]
+fn text_with_backslashes_is_not_read_under_nonstandard_strings() {
+    let analyzer = route::Analyzer::new(route::AnalyzerOptions::default()).expect("default options");
+    let sql = r"SELECT 'a\'';SET search_path=pg_catalog;--'";
+    let standard = analyzer.analyze(sql, &[]);
+    assert_eq!(standard.len(), 1, "one SELECT of one string, as the standard reads it");
+    assert!(std::sync::Arc::ptr_eq(&analyzer.for_session(standard.clone(), sql.as_bytes(), true), &standard));
+    let off = analyzer.for_session(standard, sql.as_bytes(), false);
+    assert_eq!(off.outcome(), route::Outcome::NonstandardStrings);
+    assert!(off.is_conservative() && off.may_have_hidden_effects() && off.writes());
+    let plain = analyzer.analyze("SET search_path = 'x'", &[]);
+    let kept = analyzer.for_session(plain.clone(), b"SET search_path = 'x'", false);
+    assert!(std::sync::Arc::ptr_eq(&kept, &plain));
+}

@@ -485,10 +485,11 @@ impl Session<'_> {
             Decision { target: Target::Primary, hinted: false, writes: true }
         } else {
             let analyzer = &self.app.analyzer;
+            let standard = self.state.standard_strings(&self.told);
             let Parts { bufs, memo } = self.work.get(self.app, self.shutdown.client());
             decide::decide(
                 analyzer,
-                |sql| memo.analyze(analyzer, sql),
+                |sql| analyzer.for_session(memo.analyze(analyzer, sql), sql, standard),
                 &self.decoder,
                 statements!(self).map(|s| &*s),
                 self.group.hosts.settings.read_write_split,

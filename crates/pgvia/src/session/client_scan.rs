@@ -70,7 +70,7 @@ pub(super) fn scan_client(
                     }
                 }
             }
-            if t.refuse_transactions && message.as_ref().is_some_and(|m| t.refuses(m)) {
+            if t.refuse_transactions && message.as_ref().is_some_and(|m| t.refuses(m, server)) {
                 // Refused in statement mode: answered in order once the server is done, or,
                 // inside an unsynced batch the server already has part of, not at all.
                 if t.open_batch {

@@ -10,7 +10,7 @@ use wire::frontend::{self, FrontendMessage, Target};
 
 use super::error::SessionError;
 use super::meter::Meter;
-use super::state::SessionState;
+use super::state::{SessionState, Via};
 use crate::pool::PoolStats;
 use crate::prepared::sql::SqlStatement;
 use crate::prepared::{changes_schema, ClientStatements};
@@ -92,8 +92,8 @@ pub enum Held {
 
 impl Tracking<'_> {
     /// Learns what a statement may do to the session.
-    fn observe(&mut self, analysis: &route::Analysis) {
-        let added = self.state.observe(analysis);
+    fn observe(&mut self, analysis: &route::Analysis, via: Via) {
+        let added = self.state.observe(analysis, via);
         for reason in added.reasons() {
             self.pool_stats.pins[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::info!(pool = %self.pool_name, reason = reason.as_str(), "client pinned to its server until the effect ends");
@@ -109,12 +109,14 @@ impl Tracking<'_> {
 
     /// Statement mode: whether a Query or Parse opens a transaction block (the analysis is
     /// cached, so the second look in `send` costs an `Arc` clone).
-    pub(super) fn refuses(&mut self, message: &FrontendMessage<'_>) -> bool {
-        let analysis = match message {
-            FrontendMessage::Query { sql } => self.memo.analyze(self.analyzer, sql),
-            FrontendMessage::Parse(p) => analyze_parse(self.analyzer, p),
+    pub(super) fn refuses(&mut self, message: &FrontendMessage<'_>, server: &ServerConn) -> bool {
+        let standard = self.state.standard_strings(&server.params);
+        let (analysis, sql) = match message {
+            FrontendMessage::Query { sql } => (self.memo.analyze(self.analyzer, sql), *sql),
+            FrontendMessage::Parse(p) => (analyze_parse(self.analyzer, p), p.query),
             _ => return false,
         };
+        let analysis = self.analyzer.for_session(analysis, sql, standard);
         super::statement_mode::opens_transaction(&analysis)
     }
 
@@ -165,9 +167,13 @@ impl Tracking<'_> {
         message: FrontendMessage<'_>,
     ) -> Sent {
         let (tag, body) = (frame[0], &frame[5..]);
+        let standard = self.state.standard_strings(&server.params);
+        let analyzer = self.analyzer;
         // A simple query is analysed once here, for every use below.
         let query = match message {
-            FrontendMessage::Query { sql } => Some(self.memo.analyze(self.analyzer, sql)),
+            FrontendMessage::Query { sql } => {
+                Some(analyzer.for_session(self.memo.analyze(analyzer, sql), sql, standard))
+            }
             _ => None,
         };
         if let Some(analysis) = &query {
@@ -179,8 +185,11 @@ impl Tracking<'_> {
             // Prepared statements pass through unchanged; only their effects are followed.
             server.tracker.client_sent(tag, body);
             match (message, query) {
-                (_, Some(analysis)) => self.observe(&analysis),
-                (FrontendMessage::Parse(p), _) => self.observe(&analyze_parse(self.analyzer, &p)),
+                (_, Some(analysis)) => self.observe(&analysis, Via::Query),
+                (FrontendMessage::Parse(p), _) => {
+                    let analysis = analyzer.for_session(analyze_parse(analyzer, &p), p.query, standard);
+                    self.observe(&analysis, Via::Extended)
+                }
                 _ => {}
             }
             return Sent::AsIs;
@@ -191,10 +200,12 @@ impl Tracking<'_> {
             (FrontendMessage::Parse(p), _) => {
                 let (sent, stmt) = fwd.parse(run, &p);
                 if let Some(stmt) = stmt {
-                    if changes_schema(&stmt.analysis) {
+                    // The statement is shared by text; how this session reads it is its own.
+                    let analysis = analyzer.for_session(stmt.analysis.clone(), &stmt.query, standard);
+                    if changes_schema(&analysis) {
                         fwd.server.statements.schema_change_sent();
                     }
-                    self.observe(&stmt.analysis);
+                    self.observe(&analysis, Via::Extended);
                 }
                 sent
             }
@@ -203,6 +214,9 @@ impl Tracking<'_> {
                 // the session counts again (the Arc is cloned only for such statements).
                 let rerun = fwd.client.get(b.statement).and_then(|s| {
                     let a = &s.analysis;
+                    if !standard && s.query.contains(&b'\\') {
+                        return Some(analyzer.for_session(a.clone(), &s.query, standard));
+                    }
                     (a.may_have_hidden_effects() || a.has_session_effects() || changes_schema(a))
                         .then(|| a.clone())
                 });
@@ -218,7 +232,7 @@ impl Tracking<'_> {
                     if forgets_statements(&analysis) {
                         fwd.forget_all();
                     }
-                    self.observe(&analysis);
+                    self.observe(&analysis, Via::Extended);
                 }
                 sent
             }
@@ -257,7 +271,7 @@ impl Tracking<'_> {
                         },
                     },
                 };
-                self.observe(&analysis);
+                self.observe(&analysis, Via::Query);
                 sent
             }
             _ => {

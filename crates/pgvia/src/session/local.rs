@@ -94,7 +94,9 @@ impl Session<'_> {
             (_, Ok(FrontendMessage::Query { sql }))
                 if self.pool.settings.pool_mode != PoolMode::Session && !failed =>
             {
-                let analysis = parts.memo.analyze(&self.app.analyzer, sql);
+                let analyzer = &self.app.analyzer;
+                let standard = self.state.standard_strings(&self.told);
+                let analysis = analyzer.for_session(parts.memo.analyze(analyzer, sql), sql, standard);
                 local_answer(&analysis, sql, self.deferred_begin.is_some())
             }
             _ => None,
@@ -223,7 +225,7 @@ impl Session<'_> {
         if statements.bind_name(p.name, stmt).is_err() {
             return false;
         }
-        self.state.observe(&analysis);
+        self.state.observe(&analysis, super::state::Via::Query);
         parts!(self).bufs.from_client.advance(parse_len + 5);
         wire::build::parse_complete(&mut parts!(self).bufs.to_client);
         wire::build::ready_for_query(&mut parts!(self).bufs.to_client, TransactionStatus::Idle.as_byte());
@@ -240,7 +242,9 @@ impl Session<'_> {
         let Ok(FrontendMessage::Query { sql }) = FrontendMessage::parse_body(frame[0], &frame[5..]) else {
             return false;
         };
-        let analysis = parts.memo.analyze(&self.app.analyzer, sql);
+        let analyzer = &self.app.analyzer;
+        let standard = self.state.standard_strings(&self.told);
+        let analysis = analyzer.for_session(parts.memo.analyze(analyzer, sql), sql, standard);
         // Text in a client encoding other than UTF-8 was not analysed: no command of these.
         let Ok(sql) = std::str::from_utf8(sql) else { return false };
         let tag = match SqlStatement::of(sql, &analysis) {
@@ -277,7 +281,7 @@ impl Session<'_> {
         };
         // A simple query replaces the unnamed statement.
         statements.drop_unnamed();
-        self.state.observe(&analysis);
+        self.state.observe(&analysis, super::state::Via::Query);
         parts!(self).bufs.from_client.advance(len);
         let status = self.local_status();
         wire::build::command_complete(&mut parts!(self).bufs.to_client, tag);

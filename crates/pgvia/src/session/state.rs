@@ -91,6 +91,17 @@ pub enum Reach {
     Everything,
 }
 
+/// Which protocol a statement came by. pgvia follows SQL `PREPARE` across servers only in
+/// a simple query, whose text it rewrites to pgvia's names; through the extended protocol
+/// (asyncpg's `execute`, node-postgres in extended mode, the HTTP gateway) the text is a
+/// shared statement's, run as it is, so the statement is made on the server under the
+/// client's own name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    Query,
+    Extended,
+}
+
 /// Per-client session state for transaction pooling.
 #[derive(Debug, Default)]
 pub struct SessionState {
@@ -107,6 +118,9 @@ pub struct SessionState {
     /// SQL `PREPARE` needs no dedicated server.
     pub statements_followed: bool,
     pub reach: Reach,
+    /// A statement since the last read-back may have changed `standard_conforming_strings`,
+    /// and the server's report of it may still be on its way.
+    pub strings_may_change: bool,
 }
 
 impl SessionState {
@@ -114,9 +128,19 @@ impl SessionState {
         Self { settings: startup.clone(), startup, ..Self::default() }
     }
 
+    /// Whether the session reads string literals as the standard says (the analysis does),
+    /// given what its server last reported: not while the report says off, nor while a
+    /// statement that may have turned it off is not yet read back (a query pipelined behind
+    /// the `SET` reaches pgvia before the server's ParameterStatus does).
+    pub fn standard_strings(&self, reported: &crate::server::ServerParams) -> bool {
+        !self.strings_may_change
+            && self.reach == Reach::Seen
+            && reported.get("standard_conforming_strings").is_none_or(|v| v == "on")
+    }
+
     /// Takes note of what the statements of a query may do to the session. Returns the pins
     /// this query added, for stats and logs.
-    pub fn observe(&mut self, analysis: &Analysis) -> Pins {
+    pub fn observe(&mut self, analysis: &Analysis, via: Via) -> Pins {
         let before = self.pins;
         if analysis.is_conservative() {
             // Unreadable SQL may do anything to settings; a refresh costs one round trip.
@@ -126,15 +150,18 @@ impl SessionState {
             self.reach = Reach::Everything;
         }
         for effect in analysis.session_effects() {
-            self.apply(effect);
+            self.apply(effect, via);
         }
         Pins(self.pins.0 & !before.0)
     }
 
-    fn apply(&mut self, effect: SessionEffect<'_>) {
+    fn apply(&mut self, effect: SessionEffect<'_>, via: Via) {
         use PinReason::*;
         match effect {
             SessionEffect::Set { name, .. } | SessionEffect::Reset { name } => {
+                if name.is_none_or(|n| n.eq_ignore_ascii_case("standard_conforming_strings")) {
+                    self.strings_may_change = true;
+                }
                 // pg_settings does not show the role GUCs, so they cannot be carried over.
                 if name.is_some_and(|n| {
                     n.eq_ignore_ascii_case("role") || n.eq_ignore_ascii_case("session_authorization")
@@ -162,9 +189,18 @@ impl SessionState {
             SessionEffect::HoldCursor { .. } => self.pins.insert(HoldCursor),
             SessionEffect::CloseCursor { .. } => self.checks.insert(Check::Pins),
             SessionEffect::Prepare { .. } if !self.statements_followed => self.pins.insert(SqlPrepare),
+            SessionEffect::Prepare { .. } if via == Via::Extended => {
+                // The server holds it under the client's name from its Execute on, so the
+                // client stays with that server as on a dedicated one; whether it was run
+                // (a Parse alone makes nothing) is asked of the server when the transaction
+                // ends, and a DEALLOCATE lets the server go again.
+                self.pins.insert(SqlPrepare);
+                self.checks.insert(Check::Pins);
+            }
             SessionEffect::Prepare { .. } => {}
             SessionEffect::Deallocate { .. } => self.checks.insert(Check::Pins),
             SessionEffect::Discard(DiscardTarget::All) => {
+                self.strings_may_change = true;
                 self.checks.insert(Check::Settings);
                 self.checks.insert(Check::Pins);
             }
@@ -206,6 +242,7 @@ impl SessionState {
         }
         self.settings = settings;
         self.checks.remove(Check::Settings);
+        self.strings_may_change = false;
         reported
     }
 }
@@ -224,8 +261,10 @@ fn pin_condition(reason: PinReason, pool_user: &str) -> Option<String> {
                 .to_owned()
         }
         HoldCursor => "EXISTS (SELECT 1 FROM pg_catalog.pg_cursors WHERE is_holdable)".to_owned(),
+        // A pattern without a backslash, which reads the same in a session whose
+        // standard_conforming_strings is off.
         SqlPrepare => "EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements \
-                       WHERE from_sql AND name NOT LIKE 'pgvia\\_%')"
+                       WHERE from_sql AND name !~ '^pgvia_[0-9]+$')"
             .to_owned(),
         Role => {
             let mut user = String::new();
@@ -339,39 +378,42 @@ mod tests {
     #[test]
     fn pins_and_triggers() {
         let mut s = SessionState::new(vec![]);
-        let added = s.observe(&analyze("select pg_advisory_lock(1)"));
+        let added = s.observe(&analyze("select pg_advisory_lock(1)"), Via::Query);
         assert!(added.contains(PinReason::AdvisoryLock));
-        assert!(s.observe(&analyze("select pg_advisory_xact_lock(1)")).is_empty());
-        s.observe(&analyze("select pg_advisory_unlock(1)"));
+        assert!(s.observe(&analyze("select pg_advisory_xact_lock(1)"), Via::Query).is_empty());
+        s.observe(&analyze("select pg_advisory_unlock(1)"), Via::Query);
         assert!(s.checks.contains(Check::Pins));
         s.set_checked_pins(&[(PinReason::AdvisoryLock, false)]);
         assert!(s.pins.is_empty());
-        s.observe(&analyze("LISTEN jobs"));
+        s.observe(&analyze("LISTEN jobs"), Via::Query);
         assert!(
             s.pins.is_empty() && s.checks.contains(Check::Listening),
             "LISTEN moves to the hub, it does not pin"
         );
-        s.observe(&analyze("UNLISTEN *; UNLISTEN jobs"));
+        s.observe(&analyze("UNLISTEN *; UNLISTEN jobs"), Via::Query);
         assert_eq!(s.unlistens, [None, Some("jobs".to_owned())]);
-        s.observe(&analyze("SET search_path = a, b"));
+        s.observe(&analyze("SET search_path = a, b"), Via::Query);
         assert!(s.checks.contains(Check::Settings));
         let mut t = SessionState::new(vec![]);
-        t.observe(&analyze("SET LOCAL work_mem = '1MB'"));
+        t.observe(&analyze("SET LOCAL work_mem = '1MB'"), Via::Query);
         assert!(!t.checks.contains(Check::Settings), "SET LOCAL lasts only for its transaction");
-        t.observe(&analyze("SET ROLE nobody"));
+        t.observe(&analyze("SET ROLE nobody"), Via::Query);
         assert!(t.pins.contains(PinReason::Role));
-        t.observe(&analyze("create temp table x (a int)"));
+        t.observe(&analyze("create temp table x (a int)"), Via::Query);
         assert!(t.pins.contains(PinReason::TempTable));
     }
 
     #[test]
     fn hidden_effects_widen_the_check() {
         let mut s = SessionState::new(vec![]);
-        s.observe(&analyze("SELECT lower('A'), set_config('a.b', 'c', false), pg_advisory_xact_lock(1)"));
+        s.observe(
+            &analyze("SELECT lower('A'), set_config('a.b', 'c', false), pg_advisory_xact_lock(1)"),
+            Via::Query,
+        );
         assert_eq!(s.reach, Reach::Seen, "built-ins whose effects the analysis records");
         for sql in ["SELECT my_func()", "CALL p()", "DO $$ BEGIN END $$", "EXECUTE s", "SELEC"] {
             let mut s = SessionState::new(vec![]);
-            s.observe(&analyze(sql));
+            s.observe(&analyze(sql), Via::Query);
             assert_eq!(s.reach, Reach::Everything, "{sql}");
         }
     }
@@ -412,5 +454,31 @@ mod tests {
             s.settings,
             vec![("work_mem".into(), "8192".into()), ("application_name".into(), "app".into())]
         );
+    }
+
+    #[test]
+    fn string_rules_follow_the_session() {
+        let mut s = SessionState::new(vec![]);
+        let mut reported = crate::server::ServerParams::new();
+        reported.insert("standard_conforming_strings".into(), "on".into());
+        assert!(s.standard_strings(&reported));
+        s.observe(&analyze("SET standard_conforming_strings = off"), Via::Query);
+        assert!(!s.standard_strings(&reported), "the server's report may be on its way");
+        s.set_settings_from_server(vec![]);
+        assert!(s.standard_strings(&reported));
+        reported.insert("standard_conforming_strings".into(), "off".into());
+        assert!(!s.standard_strings(&reported));
+        s.observe(&analyze("SELECT my_func()"), Via::Query);
+        reported.insert("standard_conforming_strings".into(), "on".into());
+        assert!(!s.standard_strings(&reported), "a function may have changed it");
+    }
+
+    #[test]
+    fn a_sql_prepare_through_the_extended_protocol_pins_until_checked() {
+        let mut s = SessionState { statements_followed: true, ..SessionState::new(vec![]) };
+        assert!(s.observe(&analyze("PREPARE p AS SELECT 1"), Via::Query).is_empty());
+        let added = s.observe(&analyze("PREPARE p AS SELECT 1"), Via::Extended);
+        assert!(added.contains(PinReason::SqlPrepare));
+        assert!(s.checks.contains(Check::Pins), "a Parse alone makes nothing on the server");
     }
 }
