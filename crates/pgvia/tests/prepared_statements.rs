@@ -566,3 +566,41 @@ async fn a_sql_prepare_through_the_extended_protocol_stays_the_clients() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+/// A driver with a statement cache prepares a text, the column its parameter is compared
+/// with changes type, and the driver prepares the same text again: the parameter and result
+/// types it is told, before and after.
+async fn types_after_alter_column(conninfo: &str) -> Vec<String> {
+    let client = connect(conninfo).await.unwrap();
+    client.batch_execute("DROP TABLE IF EXISTS retyped; CREATE TABLE retyped (v int)").await.unwrap();
+    let sql = "SELECT v FROM retyped WHERE v = $1";
+    let types = |s: &tokio_postgres::Statement| {
+        let params: Vec<_> = s.params().iter().map(|t| t.name().to_owned()).collect();
+        let columns: Vec<_> = s.columns().iter().map(|c| c.type_().name().to_owned()).collect();
+        format!("params {params:?} columns {columns:?}")
+    };
+    let before = client.prepare(sql).await.unwrap();
+    client.query(&before, &[&1i32]).await.unwrap();
+    let mut seen = vec![types(&before)];
+    client.batch_execute("ALTER TABLE retyped ALTER COLUMN v TYPE bigint").await.unwrap();
+    let after = client.prepare(sql).await.unwrap();
+    seen.push(types(&after));
+    let rows = client.query(&after, &[&5_000_000_000i64]).await.map(|r| r.len()).map_err(|e| e.to_string());
+    seen.push(format!("run with a bigint: {rows:?}"));
+    seen
+}
+
+/// After DDL through pgvia, a fresh Parse and Describe of a text the client prepared before
+/// reflects the catalog as it is now, as on a dedicated server, not the shared statement's
+/// old description (the driver would encode the parameter as the old type).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_prepared_again_after_alter_column_type_is_described_anew() {
+    let pg = start_pg();
+    let direct = types_after_alter_column(&common::direct_conninfo(&pg, USER, PASSWORD, DB)).await;
+    assert_eq!(direct[1], "params [\"int8\"] columns [\"int8\"]", "{direct:?}");
+    let proxy = TestProxy::start(&transaction_config(&pg, 1)).await;
+    let through = types_after_alter_column(&proxy.conninfo(USER, PASSWORD, DB)).await;
+    assert_eq!(through, direct);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}

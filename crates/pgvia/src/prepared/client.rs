@@ -91,6 +91,10 @@ impl ClientStatements {
             self.registry.stats.client_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let found = found.clone();
             self.registry.add_client_ref(&found);
+            // A Parse is fresh whichever tier finds it: on a dedicated server it parses against
+            // the catalog as it is now, so server copies from before a schema change must not
+            // describe or run it (the registry tier does the same).
+            found.require_generation(self.registry.schema_generation());
             return Ok(found);
         }
         let stmt = self.registry.acquire(query, param_types, hash, analyze)?;
