@@ -178,3 +178,58 @@ async fn notifications_reach_a_client_inside_a_transaction_and_its_own() {
     drop((a, b));
     proxy.assert_no_leaks().await;
 }
+
+/// The process id a notification carries, read from the first NotificationResponse `conn`
+/// gets (5 s limit), after the messages `seen` it already has.
+async fn notifying_pid(conn: &mut common::raw::RawConn, seen: Vec<common::raw::Msg>) -> i32 {
+    let mut pending = seen.into_iter();
+    loop {
+        let msg = match pending.next() {
+            Some(m) => m,
+            None => conn.recv_within(Duration::from_secs(5)).await.expect("a notification"),
+        };
+        if msg.tag == b'A' {
+            return i32::from_be_bytes(msg.body[..4].try_into().expect("a process id"));
+        }
+    }
+}
+
+/// A sender and another client both listen; the sender notifies. Says whether each sees the
+/// notification as coming from the process id the sender was told at login.
+async fn notification_pids(addr: std::net::SocketAddr) -> Vec<String> {
+    use common::raw::{query, RawConn};
+    let mut sender = RawConn::login(addr, USER, PASSWORD, DB).await.expect("sender");
+    let mut other = RawConn::login(addr, USER, PASSWORD, DB).await.expect("other");
+    for conn in [&mut sender, &mut other] {
+        conn.send(&query("LISTEN pid_ch")).await;
+        conn.until_ready().await;
+    }
+    let told = sender.key.expect("a cancel key").0;
+    sender.send(&query("NOTIFY pid_ch, 'from the sender'")).await;
+    let seen = sender.until_ready().await;
+    let own = notifying_pid(&mut sender, seen).await;
+    let to_other = notifying_pid(&mut other, Vec::new()).await;
+    // LISTEN and NOTIFY in one transaction: the sender's own server has it for the sender.
+    sender.send(&query("LISTEN own_ch; NOTIFY own_ch, 'to itself'")).await;
+    let seen = sender.until_ready().await;
+    let in_one = notifying_pid(&mut sender, seen).await;
+    vec![
+        format!("the sender sees itself: {}", own == told),
+        format!("the other sees the sender: {}", to_other == told),
+        format!("the sender sees itself in one transaction: {}", in_one == told),
+    ]
+}
+
+/// A client that checks whether a notification is its own (drivers' tests do) compares its
+/// pid with the one it was told at login, as directly against PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_carry_the_pid_the_sender_was_told() {
+    let pg = start_pg();
+    let direct: std::net::SocketAddr = format!("{}:{}", pg.host(), pg.port()).parse().expect("address");
+    let expected = notification_pids(direct).await;
+    assert!(expected.iter().all(|e| e.ends_with("true")), "{expected:?}");
+    let proxy = TestProxy::start(&transaction_config(&pg)).await;
+    assert_eq!(notification_pids(proxy.addr).await, expected);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}

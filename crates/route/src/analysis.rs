@@ -19,6 +19,7 @@ pub struct Analysis {
     pub(crate) writes: bool,
     pub(crate) calls_unlisted: bool,
     pub(crate) hidden_effects: bool,
+    pub(crate) notifies: bool,
     pub(crate) stmt_count: u32,
     pub(crate) hints: HintData,
     pub(crate) entries: Box<[Entry]>,
@@ -35,6 +36,7 @@ impl Analysis {
             writes: true,
             calls_unlisted: true,
             hidden_effects: true,
+            notifies: true,
             stmt_count: 0,
             hints,
             entries: Box::default(),
@@ -79,6 +81,14 @@ impl Analysis {
     /// functions are not visible in the text and are not counted.
     pub fn may_have_hidden_effects(&self) -> bool {
         self.hidden_effects
+    }
+
+    /// Whether the query may send a notification: a `NOTIFY`, a call of `pg_notify`, or
+    /// anything that [may have hidden effects](Analysis::may_have_hidden_effects) (a user
+    /// function can notify). Always true for a conservative analysis. Triggers are not
+    /// visible in the text and are not counted.
+    pub fn may_notify(&self) -> bool {
+        self.notifies || self.hidden_effects
     }
 
     /// Number of statements (zero for an empty or conservative query).

@@ -268,6 +268,7 @@ impl<'t> Walker<'t, '_> {
         if builtin {
             if BUILTIN_WRITES.contains(&name) {
                 self.writes = true;
+                self.s.calls_notify |= name == "pg_notify";
                 seen = true;
             } else if let Some((scope, op)) = advisory(name) {
                 // Advisory locks taken on a standby would not exclude writers on the primary.

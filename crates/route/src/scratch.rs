@@ -32,6 +32,8 @@ pub(crate) struct Scratch {
     pub calls_unlisted: bool,
     /// Something in the query may change the session where the text does not show it.
     pub hidden_effects: bool,
+    /// `pg_notify` is called somewhere in the query.
+    pub calls_notify: bool,
 }
 
 thread_local! {
@@ -66,6 +68,7 @@ impl Scratch {
         self.arena.clear();
         self.calls_unlisted = false;
         self.hidden_effects = false;
+        self.calls_notify = false;
     }
 
     fn footprint(&self) -> usize {
@@ -133,7 +136,9 @@ impl Scratch {
 
         let mut entries = Vec::with_capacity(total);
         let mut writes = false;
+        let mut notifies = self.calls_notify;
         for stmt in &self.stmts {
+            notifies |= stmt.kind == crate::model::StatementKind::Notify;
             let mut s = stmt.clone();
             s.tables = s.tables.shifted(t_base);
             s.effects = s.effects.shifted(e_base);
@@ -157,6 +162,7 @@ impl Scratch {
             writes,
             calls_unlisted: self.calls_unlisted,
             hidden_effects: self.hidden_effects,
+            notifies,
             stmt_count: n_stmts as u32,
             hints,
             entries: entries.into_boxed_slice(),

@@ -209,3 +209,15 @@ fn text_with_backslashes_is_not_read_under_nonstandard_strings() {
     let kept = analyzer.for_session(plain.clone(), b"SET search_path = 'x'", false);
     assert!(std::sync::Arc::ptr_eq(&kept, &plain));
 }
+
+/// What may send a notification, so pgvia can tell listeners which client sent it.
+#[test]
+fn what_may_notify() {
+    for sql in ["NOTIFY jobs", "SELECT pg_notify('jobs', 'x')", "SELECT my_func()"] {
+        assert!(analyze(sql).may_notify(), "{sql}");
+    }
+    assert!(common::analyzer().analyze("SELEC", &[]).may_notify(), "what could not be read");
+    for sql in ["SELECT 1", "LISTEN jobs", "INSERT INTO t VALUES (1)"] {
+        assert!(!analyze(sql).may_notify(), "{sql}");
+    }
+}

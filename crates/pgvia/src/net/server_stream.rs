@@ -20,7 +20,7 @@ use tokio_rustls::client::TlsStream;
 type Tls = TlsStream<TcpStream>;
 
 /// Where a server was reached, for cancel requests and the admin console.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ServerEndpoint {
     Tcp(SocketAddr),
     /// The socket file itself (`<dir>/.s.PGSQL.<port>`).

@@ -99,7 +99,7 @@ async fn listen(
                             if let BackendMessage::NotificationResponse { channel, .. } =
                                 BackendMessage::parse(&frame)?
                             {
-                                h.fan_out(channel, &whole);
+                                h.fan_out(channel, &whole, &conn.peer);
                             }
                         }
                         tag::READY_FOR_QUERY => {

@@ -11,9 +11,13 @@
 //! The registry (channel → subscribed sessions) is locked only on LISTEN, UNLISTEN, a
 //! session's exit and a notification's fan-out; a notification frame is passed on as the
 //! same bytes PostgreSQL sent (the notifying backend's pid included) to each subscriber's
-//! bounded inbox, which the session drains at message boundaries.
+//! bounded inbox, which the session drains at message boundaries. The pid is the one the
+//! sending client was told when pgvia knows which client that is (`senders.rs`).
 
 mod listener;
+mod senders;
+
+pub use senders::{pid_of, with_pid, Senders};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,10 +68,11 @@ pub struct Hub {
     /// Shutdown: the listening connection closes.
     closed: tokio::sync::Notify,
     pub stats: HubStats,
+    senders: Arc<Senders>,
 }
 
 impl Hub {
-    fn new(pool: &Pool, max_frame: usize) -> Arc<Hub> {
+    fn new(pool: &Pool, max_frame: usize, senders: Arc<Senders>) -> Arc<Hub> {
         let (commands, rx) = mpsc::unbounded_channel();
         let hub = Arc::new(Hub {
             name: pool.name.clone(),
@@ -79,6 +84,7 @@ impl Hub {
             next_id: AtomicU64::new(1),
             closed: tokio::sync::Notify::new(),
             stats: HubStats::default(),
+            senders,
         });
         listener::spawn(Arc::downgrade(&hub), rx);
         hub
@@ -98,9 +104,11 @@ impl Hub {
         self.registry().keys().cloned().collect()
     }
 
-    /// Passes one NotificationResponse frame to every subscriber of its channel.
-    fn fan_out(&self, channel: &str, frame: &Bytes) {
+    /// Passes one NotificationResponse frame, received from `server`, to every subscriber of
+    /// its channel.
+    fn fan_out(&self, channel: &str, frame: &Bytes, server: &crate::net::ServerEndpoint) {
         self.stats.received.fetch_add(1, Ordering::Relaxed);
+        let frame = &self.senders.attributed(server, frame);
         let registry = self.registry();
         let Some(subscribers) = registry.get(channel) else { return };
         for (_, tx) in subscribers {
@@ -118,12 +126,16 @@ impl Hub {
 #[derive(Default)]
 pub struct Hubs {
     map: Mutex<HashMap<PoolKey, Arc<Hub>>>,
+    /// Who sent what the hubs' servers notify, shared by every hub and session.
+    pub senders: Arc<Senders>,
 }
 
 impl Hubs {
     pub fn hub_for(&self, pool: &Pool, max_frame: usize) -> Arc<Hub> {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        map.entry(pool.key.clone()).or_insert_with(|| Hub::new(pool, max_frame)).clone()
+        self.senders.listened_to();
+        let senders = &self.senders;
+        map.entry(pool.key.clone()).or_insert_with(|| Hub::new(pool, max_frame, senders.clone())).clone()
     }
 
     pub fn all(&self) -> Vec<Arc<Hub>> {

@@ -292,6 +292,7 @@ impl Session<'_> {
                 role: &mut self.role,
                 replica_split: (self.routed == Routed::ReadsOnReplica)
                     .then_some(self.group.hosts.settings.read_write_split),
+                notifier: Some((&self.app.notify.senders, self.cancel.process_id)),
             });
             let end = relay::relay(
                 self.client,
@@ -372,6 +373,7 @@ impl Session<'_> {
             break (checkout, applied);
         };
         let conn = checkout.conn();
+        self.app.notify.senders.server_taken(&conn.peer, conn.key.process_id);
         self.cancel.slot.set(Some(conn.cancel_target()));
         if queued.finish() {
             // Cancelled before the slot pointed at this server: nothing of the request was

@@ -79,6 +79,9 @@ pub struct Tracking<'a> {
     /// once the replica has answered. `None` otherwise, and while the relay scans the frames
     /// the routing decision was made on.
     pub replica_split: Option<crate::config::ReadWriteSplit>,
+    /// Where to record that the client, told the pid given here, is about to send something
+    /// that may notify through its server (crate::notify::Senders).
+    pub notifier: Option<(&'a crate::notify::Senders, u32)>,
 }
 
 /// Why a client message is held back rather than forwarded.
@@ -179,6 +182,20 @@ impl Tracking<'_> {
         if let Some(analysis) = &query {
             if let Some(sent) = self.set_role(server, out, run, analysis) {
                 return sent;
+            }
+        }
+        if let Some((senders, told)) = self.notifier.filter(|(s, _)| s.wanted()) {
+            let notifies = match (&message, &query) {
+                (_, Some(analysis)) => analysis.may_notify(),
+                (FrontendMessage::Parse(p), _) => analyze_parse(analyzer, p).may_notify(),
+                (FrontendMessage::Bind(b), _) => match self.statements.as_deref() {
+                    Some(statements) => statements.get(b.statement).is_none_or(|s| s.analysis.may_notify()),
+                    None => true,
+                },
+                _ => false,
+            };
+            if notifies {
+                senders.record(&server.peer, server.key.process_id, told);
             }
         }
         let Some(statements) = self.statements.as_deref_mut() else {

@@ -39,12 +39,15 @@ pub(super) struct ServerScan {
 
 /// Moves the whole server frames read so far to the client's write buffer, dropping replies
 /// to pgvia's own messages and adding the replies pgvia gives in the server's place.
+/// `told_pid` is the pid the client was told at login when it is not its server's (transaction
+/// pooling): a notification its own server's backend sent is the client's own, and shows it.
 pub(super) fn scan_server(
     read_buf: &mut BytesMut,
     to_client: &mut BytesMut,
     server: &mut ServerConn,
     meter: &mut Meter,
     pooled: bool,
+    told_pid: Option<u32>,
 ) -> ServerScan {
     let decoder = server.decoder;
     let mut scan = ServerScan { fatal: false, died_idle: false, ready: false, stale_plan: None, error: None };
@@ -85,7 +88,15 @@ pub(super) fn scan_server(
                 break;
             }
         }
-        let (event, fate) = server.tracker.server_sent(tag, body);
+        let (event, mut fate) = server.tracker.server_sent(tag, body);
+        if tag == wire::backend::tag::NOTIFICATION_RESPONSE && matches!(fate, Fate::Forward) {
+            let frame = &buf[pos..pos + len];
+            if let Some(told) =
+                told_pid.filter(|_| crate::notify::pid_of(frame) == Some(server.key.process_id))
+            {
+                fate = Fate::Replace(crate::notify::with_pid(frame, told));
+            }
+        }
         tracing::trace!(tag = %char::from(tag), ?fate, ?event, "server frame");
         // Replies to pgvia's own messages are not the client's traffic.
         let forwarded = !matches!(fate, Fate::Drop);

@@ -164,7 +164,8 @@ fn server_bytes(
     let mut read_buf = std::mem::take(&mut server.read_buf);
     // A pinned client's server holds its session: that session ends as it would.
     let pooled = tracking.as_ref().is_some_and(|t| t.state.pins.is_empty());
-    let scan = scan_server(&mut read_buf, &mut bufs.to_client, server, &mut bufs.meter, pooled);
+    let told_pid = tracking.as_ref().and_then(|t| t.notifier).map(|(_, told)| told);
+    let scan = scan_server(&mut read_buf, &mut bufs.to_client, server, &mut bufs.meter, pooled, told_pid);
     server.read_buf = read_buf;
     *server_fatal |= scan.fatal;
     // A server that said FATAL is closing; it must not go back to the pool.

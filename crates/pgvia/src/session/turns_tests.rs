@@ -81,6 +81,7 @@ impl Script {
             open_batch: self.open_batch,
             role: &mut self.role,
             replica_split: None,
+            notifier: None,
         };
         (tracking, &mut self.bufs, &self.decoder, &mut self.server, &mut self.server_fatal)
     }
