@@ -363,7 +363,7 @@ async fn tls_mode_require_binds_the_gateway_as_the_wire() {
     let gw = p.gateway.expect("gateway");
 
     // The wire: a client without TLS is refused (28000), one with TLS gets in.
-    let wire = common::connect(&p.conninfo(USER, PASSWORD, DB)).await.err().expect("refused without TLS");
+    let wire = common::connect(&p.conninfo(USER, PASSWORD, DB)).await.expect_err("refused without TLS");
     let wire = wire.as_db_error().expect("an ErrorResponse");
     assert_eq!(wire.code().code(), "28000");
     let (c, conn) = tokio_postgres::connect(
@@ -416,7 +416,7 @@ async fn cleartext_passwords_over_plain_http_follow_allow_cleartext_without_tls(
     let gw = p.gateway.expect("gateway");
 
     // The wire's answer to a cleartext password on a plain socket.
-    let wire = common::connect(&p.conninfo("clear", PASSWORD, DB)).await.err().expect("refused");
+    let wire = common::connect(&p.conninfo("clear", PASSWORD, DB)).await.expect_err("refused");
     let wire = wire.as_db_error().expect("an ErrorResponse").clone();
     assert_eq!(wire.code().code(), "28000");
 
@@ -455,7 +455,7 @@ async fn web_origins_are_refused_unless_allowed() {
     let trusty = neon_auth(p.port(), "trusty", "", DB);
 
     // By default no web page may use the gateway: no CORS answer, and its SQL does not run.
-    let pre = http::request(gw, "OPTIONS", "/sql", &[evil.clone()], b"").await;
+    let pre = http::request(gw, "OPTIONS", "/sql", std::slice::from_ref(&evil), b"").await;
     assert_eq!(pre.header("access-control-allow-origin"), None);
     assert_eq!(pre.status, 403);
     let a =
@@ -468,7 +468,7 @@ async fn web_origins_are_refused_unless_allowed() {
     assert_eq!(ws_tunnel(gw, &[("Origin", "https://evil.example")]).await.err(), Some(403));
 
     // Programs send no Origin and are not affected.
-    let a = http::sql(gw, &[trusty.clone()], &json!({"query": "select 1 as one"})).await;
+    let a = http::sql(gw, std::slice::from_ref(&trusty), &json!({"query": "select 1 as one"})).await;
     assert_eq!(a.status, 200, "{}", a.text());
     let mut ws = ws_tunnel(gw, &[]).await.expect("upgrade");
     let msgs = raw_login(&mut ws, &raw::startup(&[("user", "trusty"), ("database", DB)])).await;
@@ -494,7 +494,7 @@ async fn web_origins_are_refused_unless_allowed() {
     // "*" is a choice: every origin, as Neon answers.
     let p = TestProxy::start(&base.gateway("cors_allowed_origins = [\"*\"]")).await;
     let gw = p.gateway.expect("gateway");
-    let pre = http::request(gw, "OPTIONS", "/sql", &[evil.clone()], b"").await;
+    let pre = http::request(gw, "OPTIONS", "/sql", std::slice::from_ref(&evil), b"").await;
     assert_eq!((pre.status, pre.header("access-control-allow-origin")), (204, Some("*")));
     let a =
         http::sql(gw, &[neon_auth(p.port(), "trusty", "", DB), evil], &json!({"query": "select 1 as one"}))
