@@ -119,3 +119,60 @@ pub fn check_method(
     }
     Ok(false)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn general(mode: TlsMode, cleartext: bool) -> General {
+        General { tls_mode: mode, allow_cleartext_without_tls: cleartext, ..General::default() }
+    }
+
+    fn over(via: Via, tls: bool, cert: Option<&str>) -> Transport {
+        Transport { via, tls, peer_name: cert.map(str::to_owned), client_cert: cert.is_some() }
+    }
+
+    #[test]
+    fn tls_mode_binds_every_way_in() {
+        use TlsMode::*;
+        let cases = [
+            // (mode, transport, allowed)
+            (Require, over(Via::Tcp, false, None), false),
+            (Require, over(Via::WebSocket, false, None), false),
+            (Require, over(Via::Http, false, None), false),
+            (Require, over(Via::Unix, false, None), true),
+            (Require, over(Via::Tcp, true, None), true),
+            (Require, over(Via::WebSocket, true, None), true),
+            (Require, over(Via::Http, true, None), true),
+            (VerifyCa, over(Via::Http, true, None), false),
+            (VerifyCa, over(Via::WebSocket, true, None), false),
+            (VerifyCa, over(Via::Tcp, true, Some("app")), true),
+            (VerifyFull, over(Via::Http, true, None), false),
+            (Allow, over(Via::Http, false, None), true),
+            (Disable, over(Via::WebSocket, false, None), true),
+        ];
+        for (mode, t, allowed) in cases {
+            let verdict = check_transport(&general(mode, false), &t);
+            assert_eq!(verdict.is_ok(), allowed, "{mode} over {t:?}: {verdict:?}");
+        }
+    }
+
+    #[test]
+    fn method_rules_are_the_same_for_http() {
+        let strict = general(TlsMode::Allow, false);
+        let http = Transport::http(Carrier::Plain);
+        let https = Transport::http(Carrier::Tls);
+        assert!(check_method(&strict, AuthMethod::Cleartext, true, "app", &http).is_err());
+        assert!(matches!(check_method(&strict, AuthMethod::Cleartext, true, "app", &https), Ok(false)));
+        assert!(
+            check_method(&general(TlsMode::Allow, true), AuthMethod::Cleartext, true, "app", &http).is_ok()
+        );
+        assert!(check_method(&strict, AuthMethod::Trust, true, "app", &http).is_ok());
+        // No certificate can come over HTTP: a `cert` user is refused, as one without TLS is.
+        let e = check_method(&strict, AuthMethod::Cert, true, "app", &https);
+        assert!(matches!(e, Err(SessionError::Auth { source: AuthError::Certificate, .. })), "{e:?}");
+        let wire = over(Via::Tcp, true, Some("app"));
+        assert!(matches!(check_method(&strict, AuthMethod::Cert, true, "app", &wire), Ok(true)));
+        assert!(check_method(&strict, AuthMethod::Cert, true, "bob", &wire).is_err());
+    }
+}
