@@ -169,12 +169,13 @@ fn startup() -> Vec<Vec<u8>> {
     ];
     for p in params {
         let mut b = BytesMut::new();
-        build::startup_message(&mut b, p.iter().copied());
+        // The seeds are valid parameters, which the builder always writes.
+        let _ = build::startup_message(&mut b, p.iter().copied());
         seeds.push(b.to_vec());
     }
     let mut b = BytesMut::new();
     build::ssl_request(&mut b);
-    build::startup_message(&mut b, [("user", "app")]);
+    let _ = build::startup_message(&mut b, [("user", "app")]);
     seeds.push(b.to_vec());
     let mut b = BytesMut::new();
     build::cancel_request(&mut b, 1234, b"\x01\x02\x03\x04");

@@ -221,15 +221,35 @@ pub fn close_complete(buf: &mut BytesMut) {
 
 // ---- frontend messages (pgvia as the client of PostgreSQL) ----
 
-pub fn startup_message<'s>(buf: &mut BytesMut, params: impl IntoIterator<Item = (&'s str, &'s str)>) {
+/// A StartupMessage (protocol 3.0) with `params` in order. A parameter that fails
+/// [`crate::startup::check_param`] (a NUL byte in a name or value, an empty name) refuses the
+/// whole message and leaves `buf` as it was: written as it is, it would smuggle parameters
+/// of its own into what the server reads.
+pub fn startup_message<'s>(
+    buf: &mut BytesMut,
+    params: impl IntoIterator<Item = (&'s str, &'s str)>,
+) -> Result<(), crate::WireError> {
+    let start = buf.len();
+    let mut bad = None;
     untagged(buf, |b| {
         b.put_u32(crate::startup::PROTOCOL_3_0);
         for (k, v) in params {
+            if let Err(e) = crate::startup::check_param(k, v) {
+                bad = Some(e);
+                return;
+            }
             put_cstr(b, k.as_bytes());
             put_cstr(b, v.as_bytes());
         }
         b.put_u8(0);
     });
+    match bad {
+        Some(e) => {
+            buf.truncate(start);
+            Err(e)
+        }
+        None => Ok(()),
+    }
 }
 
 pub fn ssl_request(buf: &mut BytesMut) {
@@ -330,7 +350,7 @@ mod tests {
     #[test]
     fn startup_round_trip() {
         let mut b = BytesMut::new();
-        startup_message(&mut b, [("user", "u"), ("database", "d")]);
+        startup_message(&mut b, [("user", "u"), ("database", "d")]).unwrap();
         let payload =
             crate::frame::decode_untagged(&mut b, crate::frame::MAX_STARTUP_FRAME).unwrap().unwrap();
         let crate::startup::StartupPacket::Startup(m) =

@@ -24,4 +24,9 @@ pub enum WireError {
     TrailingBytes { message: &'static str, extra: usize },
     #[error("unsupported protocol version {major}.{minor}")]
     UnsupportedProtocol { major: u16, minor: u16 },
+    /// A startup parameter (a user or database name, a setting) that cannot be written into
+    /// a StartupMessage as it is: a NUL byte would end it early and turn the rest into
+    /// parameters of the sender's choosing (`app\0user\0postgres`).
+    #[error("startup parameter {name:?} {problem}")]
+    BadStartupParam { name: String, problem: &'static str },
 }

@@ -32,7 +32,34 @@ pub struct StartupMessage {
     pub params: Vec<(String, String)>,
 }
 
+/// Whether (`name`, `value`) can be one parameter of a StartupMessage: the one check every
+/// StartupMessage pgvia builds or accepts from elsewhere than the wire goes through. A NUL in
+/// either would end the string early, and what follows it would be read as further
+/// parameters (another `user`, an `options`); an empty name ends the list itself.
+pub fn check_param(name: &str, value: &str) -> Result<(), WireError> {
+    let problem = if name.is_empty() {
+        "has an empty name"
+    } else if name.contains('\0') {
+        "has a NUL byte in its name"
+    } else if value.contains('\0') {
+        "holds a NUL byte"
+    } else {
+        return Ok(());
+    };
+    Err(WireError::BadStartupParam { name: name.to_owned(), problem })
+}
+
 impl StartupMessage {
+    /// A StartupMessage from parameters given by other means than the wire (the HTTP
+    /// gateway's credentials and settings), refused as a whole if any parameter fails
+    /// [`check_param`]. One parsed from the wire passes by construction.
+    pub fn new(major: u16, minor: u16, params: Vec<(String, String)>) -> Result<Self, WireError> {
+        for (k, v) in &params {
+            check_param(k, v)?;
+        }
+        Ok(StartupMessage { major, minor, params })
+    }
+
     pub fn param(&self, name: &str) -> Option<&str> {
         self.params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }

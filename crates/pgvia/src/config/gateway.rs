@@ -38,8 +38,11 @@ pub struct Gateway {
     /// ... or when bytes have waited this long. Default `"50ms"`, more than zero.
     #[serde(deserialize_with = "values::duration")]
     pub flush_interval: Duration,
-    /// Origins answered with CORS headers; `"*"` (the default, as Neon answers) allows any.
-    /// Empty: no CORS headers at all.
+    /// Web origins allowed to use the gateway: answered with CORS headers, and let through
+    /// when a request (or a WebSocket upgrade) carries their `Origin`; a request from any
+    /// other origin is refused (403) before it runs. `"*"` allows every origin, as Neon does;
+    /// it must be asked for. Default empty: no web page may use the gateway (requests with no
+    /// `Origin`, from programs rather than browsers, are unaffected).
     pub cors_allowed_origins: Vec<String>,
     /// How long a verified (user, password) is remembered, so that a request does not pay
     /// for PBKDF2 each time; `"0s"` checks every request. Default `"60s"`.
@@ -77,7 +80,7 @@ impl Default for Gateway {
             statement_timeout: Duration::ZERO,
             flush_bytes: 64 * 1024,
             flush_interval: Duration::from_millis(50),
-            cors_allowed_origins: vec!["*".to_owned()],
+            cors_allowed_origins: Vec::new(),
             credential_cache_ttl: Duration::from_secs(60),
             max_connections: 1000,
             header_timeout: Duration::from_secs(10),

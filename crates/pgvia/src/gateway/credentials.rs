@@ -19,6 +19,9 @@ use subtle::ConstantTimeEq;
 
 use crate::app::App;
 use crate::auth::{AuthMethod, Secret};
+use crate::net::Carrier;
+use crate::session::transport::{check_method, check_transport, Transport};
+use crate::session::SessionError;
 
 /// Remembered verifications past which the cache starts over (bounds its memory).
 const CACHE_ENTRIES: usize = 10_000;
@@ -42,6 +45,22 @@ pub struct Credentials {
 /// The request is not authenticated: 401, and why (for the log only).
 #[derive(Debug)]
 pub struct Denied(pub &'static str);
+
+/// Why [`Verifier::check`] let a request not in.
+#[derive(Debug)]
+pub enum Refused {
+    /// 401, one answer whatever the reason (which is for the log only).
+    Unauthenticated(Denied),
+    /// Refused by the rules that tie a login to TLS (`tls_mode`, `allow_cleartext_without_tls`),
+    /// the same rules and words as for a wire login: they say nothing about who exists.
+    Transport(SessionError),
+}
+
+impl From<Denied> for Refused {
+    fn from(d: Denied) -> Self {
+        Refused::Unauthenticated(d)
+    }
+}
 
 /// Reads the credentials from the headers: `Neon-Connection-String` first, then
 /// `Authorization` (Basic, with the database from `Pgvia-Database` or the user's name; or
@@ -154,25 +173,39 @@ impl Default for Verifier {
 }
 
 impl Verifier {
-    /// Whether `c` may log in, by the user's authentication method: `trust` needs only a
-    /// known user; `cert` cannot be used over HTTP; every other method checks the password
-    /// against the stored secret.
-    pub async fn check(&self, app: &App, c: &Credentials) -> Result<(), Denied> {
+    /// Whether `c`, a request carried over `carrier`, may log in, by the rules of a wire
+    /// login (`session::transport`): `tls_mode` first; then the user's authentication
+    /// method: `trust` needs only a known user; `cert` cannot be used over HTTP (no client
+    /// certificate); every other method checks the password against the stored secret, and,
+    /// as the password (or a token) crosses the connection in clear, counts as a `cleartext`
+    /// login for `allow_cleartext_without_tls`.
+    pub async fn check(&self, app: &App, c: &Credentials, carrier: Carrier) -> Result<(), Refused> {
+        let transport = Transport::http(carrier);
         let (method, known, ttl) = {
             let config = app.config();
+            check_transport(&config.general, &transport).map_err(Refused::Transport)?;
             let user = config.user(&c.user);
             let method = user.map_or(config.general.auth_method, |u| config.auth_method(u));
+            let shown_in_clear = match (&c.proof, method) {
+                (Proof::Password(_), AuthMethod::Trust | AuthMethod::Cert) => method,
+                _ => AuthMethod::Cleartext,
+            };
+            match check_method(&config.general, shown_in_clear, user.is_some(), &c.user, &transport) {
+                Ok(_) => {}
+                Err(SessionError::Auth { .. }) => {
+                    return Err(Denied("certificate logins cannot be used over HTTP").into())
+                }
+                Err(e) => return Err(Refused::Transport(e)),
+            }
             (method, user.is_some(), config.gateway.credential_cache_ttl)
         };
         let password = match &c.proof {
             Proof::Token if known => return Ok(()),
-            Proof::Token => return Err(Denied("the token's user is not configured")),
+            Proof::Token => return Err(Denied("the token's user is not configured").into()),
             Proof::Password(p) => p,
         };
-        match method {
-            AuthMethod::Trust if known => return Ok(()),
-            AuthMethod::Cert => return Err(Denied("certificate logins cannot be used over HTTP")),
-            _ => {}
+        if method == AuthMethod::Trust && known {
+            return Ok(());
         }
         let (secret, real) = match app.secret(&c.user).filter(|_| known) {
             Some(s) => (s, true),
@@ -205,10 +238,10 @@ impl Verifier {
             secret.verify_plaintext(&c.user, password)
         };
         if !real {
-            return Err(Denied("unknown user"));
+            return Err(Denied("unknown user").into());
         }
         if !ok {
-            return Err(Denied("wrong password"));
+            return Err(Denied("wrong password").into());
         }
         if !ttl.is_zero() {
             let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);

@@ -145,7 +145,21 @@ async fn handle(
     carrier: Carrier,
     req: Request<Incoming>,
 ) -> Result<Answer, Infallible> {
-    let origin = allowed_origin(&gw.app, req.headers());
+    let origin = match origin_verdict(&gw.app, req.headers()) {
+        Origin::Allowed(o) => Some(o),
+        Origin::None => None,
+        // A web page of another origin: refused before anything runs. CORS alone would only
+        // hide the answer from the page, after its SQL had run as whoever the browser can be
+        // (a `trust` user, cached Basic credentials); a WebSocket is not bound by CORS at all.
+        Origin::Refused => {
+            tracing::info!(%peer, path = req.uri().path(), "gateway: request from an origin not in cors_allowed_origins refused");
+            return Ok(error(
+                StatusCode::FORBIDDEN,
+                "28000",
+                "this origin may not use pgvia's gateway (gateway.cors_allowed_origins)",
+            ));
+        }
+    };
     let mut answer = match (req.method(), req.uri().path()) {
         (&Method::OPTIONS, _) => preflight(),
         (&Method::POST, "/sql") => sql(&gw, peer, carrier, req).await,
@@ -165,15 +179,27 @@ async fn handle(
     Ok(answer)
 }
 
-/// The `Access-Control-Allow-Origin` to answer with, if CORS is on for this origin.
-fn allowed_origin(app: &App, headers: &HeaderMap) -> Option<HeaderValue> {
+/// What a request's `Origin` allows.
+enum Origin {
+    /// Allowed: answer with this `Access-Control-Allow-Origin`.
+    Allowed(HeaderValue),
+    /// No `Origin` and no `"*"`: not a browser's cross-origin request; no CORS headers.
+    None,
+    /// A web origin not in `cors_allowed_origins`.
+    Refused,
+}
+
+fn origin_verdict(app: &App, headers: &HeaderMap) -> Origin {
     let config = app.config();
     let allowed = &config.gateway.cors_allowed_origins;
     if allowed.iter().any(|o| o == "*") {
-        return Some(HeaderValue::from_static("*"));
+        return Origin::Allowed(HeaderValue::from_static("*"));
     }
-    let origin = headers.get(ORIGIN)?;
-    allowed.iter().any(|o| o.as_bytes() == origin.as_bytes()).then(|| origin.clone())
+    match headers.get(ORIGIN) {
+        None => Origin::None,
+        Some(o) if allowed.iter().any(|a| a.as_bytes() == o.as_bytes()) => Origin::Allowed(o.clone()),
+        Some(_) => Origin::Refused,
+    }
 }
 
 /// The answer to a CORS preflight: the methods and headers Neon's clients send.
@@ -191,6 +217,20 @@ fn preflight() -> Answer {
     );
     h.insert("access-control-max-age", HeaderValue::from_static("86400"));
     r
+}
+
+/// The startup settings of a `/sql` session: its `application_name` and the gateway's
+/// `statement_timeout`.
+fn session_settings(app: &App, creds: &credentials::Credentials) -> Vec<(String, String)> {
+    let mut settings = vec![(
+        "application_name".to_owned(),
+        creds.application_name.clone().unwrap_or_else(|| "pgvia-gateway".to_owned()),
+    )];
+    let timeout = app.config().gateway.statement_timeout;
+    if !timeout.is_zero() {
+        settings.push(("statement_timeout".to_owned(), timeout.as_millis().to_string()));
+    }
+    settings
 }
 
 /// An answer pgvia writes itself: `{"message":..,"severity":"ERROR","code":..}`.
@@ -222,9 +262,23 @@ async fn sql(gw: &Arc<Gateway>, peer: SocketAddr, carrier: Carrier, req: Request
             return unauthorized();
         }
     };
-    if let Err(why) = gw.verifier.check(app, &creds).await {
-        tracing::info!(%peer, user = %creds.user, reason = why.0, "gateway: authentication failed");
-        return unauthorized();
+    // Before the credentials are checked: it says nothing about who exists, and a name that
+    // could not be a startup parameter never reaches a session.
+    let startup = match tunnel::startup(&creds.user, &creds.database, session_settings(app, &creds)) {
+        Ok(s) => s,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "08P01", &format!("invalid startup packet: {e}")),
+    };
+    match gw.verifier.check(app, &creds, carrier).await {
+        Ok(()) => {}
+        Err(credentials::Refused::Unauthenticated(why)) => {
+            tracing::info!(%peer, user = %creds.user, reason = why.0, "gateway: authentication failed");
+            return unauthorized();
+        }
+        Err(credentials::Refused::Transport(e)) => {
+            tracing::info!(%peer, user = %creds.user, error = %e, "gateway: request refused");
+            let (code, message) = e.client_error().unwrap_or_else(|| ("28000".into(), e.to_string()));
+            return error(StatusCode::FORBIDDEN, &code, &message);
+        }
     }
     let (cap, gwc) = {
         let config = app.config();
@@ -268,15 +322,7 @@ async fn sql(gw: &Arc<Gateway>, peer: SocketAddr, carrier: Carrier, req: Request
             return error(StatusCode::SERVICE_UNAVAILABLE, refusal.sqlstate().code(), &refusal.message());
         }
     };
-    let mut settings = vec![(
-        "application_name".to_owned(),
-        creds.application_name.clone().unwrap_or_else(|| "pgvia-gateway".to_owned()),
-    )];
-    if !gwc.statement_timeout.is_zero() {
-        settings.push(("statement_timeout".to_owned(), gwc.statement_timeout.as_millis().to_string()));
-    }
-    let login = tunnel::Login { user: &creds.user, database: &creds.database, settings };
-    let tunnel = tunnel::Tunnel::start(app, ClientPeer::Tcp(peer), carrier, login, pending);
+    let tunnel = tunnel::Tunnel::start(app, ClientPeer::Tcp(peer), carrier, startup, pending);
     let (head_tx, head_rx) = tokio::sync::oneshot::channel();
     let sink = Sink::new(head_tx, format.content_type(), gwc.flush_bytes as usize, gwc.flush_interval);
     let job =

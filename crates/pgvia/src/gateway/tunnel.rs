@@ -29,12 +29,22 @@ const MAX_FRAME: usize = 1024 * 1024 * 1024;
 /// the pipe is simply dropped (the session then closes the server rather than reuse it).
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
-/// Who the session is for and what it asks for at startup.
-pub struct Login<'a> {
-    pub user: &'a str,
-    pub database: &'a str,
-    /// Startup settings (`statement_timeout`, `application_name`...).
-    pub settings: Vec<(String, String)>,
+/// The StartupMessage a request's session starts from: who it is for and its startup
+/// settings (`statement_timeout`, `application_name`...). Refused, with the reason, if a name
+/// or setting could not be a parameter of one (a NUL byte), as every StartupMessage pgvia
+/// accepts from anywhere but the wire is (`StartupMessage::new`).
+pub fn startup(
+    user: &str,
+    database: &str,
+    settings: Vec<(String, String)>,
+) -> Result<StartupMessage, WireError> {
+    let mut params = vec![
+        ("user".to_owned(), user.to_owned()),
+        ("database".to_owned(), database.to_owned()),
+        ("client_encoding".to_owned(), "UTF8".to_owned()),
+    ];
+    params.extend(settings);
+    StartupMessage::new(3, 0, params)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,23 +67,16 @@ pub struct Tunnel {
 }
 
 impl Tunnel {
-    /// Starts a session for `login`; its welcome (ParameterStatus, BackendKeyData, or a
+    /// Starts a session for `startup` (see [`startup`]); its welcome (ParameterStatus, BackendKeyData, or a
     /// login error) is read by the caller through [`Tunnel::next_frame`].
     pub fn start(
         app: &Arc<App>,
         peer: ClientPeer,
         carrier: Carrier,
-        login: Login<'_>,
+        startup: StartupMessage,
         pending: PendingLogin,
     ) -> Self {
         let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
-        let mut params = vec![
-            ("user".to_owned(), login.user.to_owned()),
-            ("database".to_owned(), login.database.to_owned()),
-            ("client_encoding".to_owned(), "UTF8".to_owned()),
-        ];
-        params.extend(login.settings);
-        let startup = StartupMessage { major: 3, minor: 0, params };
         tokio::spawn(crate::session::serve_verified(
             app.clone(),
             ClientStream::Memory(theirs, carrier),

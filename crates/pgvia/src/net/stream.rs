@@ -49,6 +49,15 @@ impl ClientStream {
         while let Ok(Ok(1..)) = tokio::time::timeout_at(deadline, raw.read(&mut sink)).await {}
     }
 
+    /// Whether the client showed a certificate over TLS (rustls has checked it against
+    /// `client_tls_ca_file`), whatever it names.
+    pub fn has_peer_certificate(&self) -> bool {
+        match self {
+            Self::Tls(s) => s.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty()),
+            Self::Plain(_) | Self::Unix(_) | Self::Memory(..) => false,
+        }
+    }
+
     /// The common name of the certificate the client showed over TLS (rustls has checked it
     /// against `client_tls_ca_file`), if it showed one.
     pub fn peer_common_name(&self) -> Option<String> {

@@ -263,7 +263,10 @@ impl ServerConn {
         let mut out = BytesMut::with_capacity(256);
         // No application_name: a client that sets none must see the empty default, as it
         // would connected directly.
-        build::startup_message(&mut out, [("user", addr.user.as_str()), ("database", addr.dbname.as_str())]);
+        // Refused before a byte goes out if a name would smuggle in parameters of its own
+        // (a NUL byte): every entry point checks its names already, this is the last word.
+        build::startup_message(&mut out, [("user", addr.user.as_str()), ("database", addr.dbname.as_str())])
+            .map_err(ServerError::Startup)?;
         conn.stream.write_all(&out).await?;
         let mut auth = ServerAuthenticator::new(&addr.user, &addr.credential, addr.auth);
         loop {

@@ -12,6 +12,9 @@ pub enum ServerError {
     Io(#[from] std::io::Error),
     #[error("server sent a malformed message: {0}")]
     Protocol(#[from] wire::WireError),
+    /// pgvia's own StartupMessage could not be written (a name holding a NUL byte).
+    #[error("cannot write the server's startup message: {0}")]
+    Startup(wire::WireError),
     #[error("authentication to the server failed: {0}")]
     Auth(#[from] ServerAuthError),
     #[error("server refused the connection: {message} (SQLSTATE {code})")]

@@ -10,8 +10,7 @@ use wire::{build, FrameDecoder};
 
 use super::error::SessionError;
 use crate::app::App;
-use crate::auth::{AuthError, AuthMethod, AuthStep, ClientAuthenticator};
-use crate::config::TlsMode;
+use crate::auth::{AuthMethod, AuthStep, ClientAuthenticator};
 use crate::net::ClientStream;
 
 /// Largest authentication message accepted (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH).
@@ -129,21 +128,9 @@ pub async fn authenticate(
         Some(_) => config.general.auth_method,
         None => config.user(user).map_or(config.general.auth_method, |u| config.auth_method(u)),
     };
-    // A certificate naming someone else, or none, reads the same as a user that does not
-    // exist: 28000, and the name the client gave.
-    let check_cert =
-        method == AuthMethod::Cert || (config.general.tls_mode == TlsMode::VerifyFull && stream.is_tls());
-    if check_cert && (!known || stream.peer_common_name().as_deref() != Some(user)) {
-        return Err(SessionError::Auth { user: user.to_owned(), source: AuthError::Certificate });
-    }
-    if method == AuthMethod::Cert {
+    let transport = super::transport::Transport::of(stream);
+    if super::transport::check_method(&config.general, method, known, user, &transport)? {
         return Ok(());
-    }
-    if method == AuthMethod::Cleartext && !stream.is_tls() && !config.general.allow_cleartext_without_tls {
-        return Err(SessionError::refused(
-            SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
-            "cleartext password authentication is only allowed over TLS (allow_cleartext_without_tls = false)",
-        ));
     }
     let secret = match &looked_up {
         Some(found) => found.as_ref().map(|f| f.secret.clone()),

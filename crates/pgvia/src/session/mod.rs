@@ -25,6 +25,7 @@ mod startup;
 mod state;
 mod statement_mode;
 mod timeouts;
+pub mod transport;
 mod turns;
 mod work;
 

@@ -135,15 +135,9 @@ pub async fn open(app: &App, raw: ClientStream) -> Result<Option<Opening>, Sessi
                 return Ok(Some(Opening::Cancelled));
             }
             StartupPacket::Startup(startup) => {
-                // A Unix socket is protected by its file's permissions, and cannot carry TLS.
-                if matches!(raw, ClientStream::Plain(_)) && app.config().general.tls_mode.requires_tls() {
-                    let error = SessionError::refused(
-                        SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
-                        format!(
-                            "TLS is required by this pgvia (tls_mode = {}); connect with sslmode=require",
-                            app.config().general.tls_mode
-                        ),
-                    );
+                // The same rule for a WebSocket session as for a TCP client (issue 33).
+                let transport = super::transport::Transport::of(&raw);
+                if let Err(error) = super::transport::check_transport(&app.config().general, &transport) {
                     return Ok(Some(Opening::Refused { stream: raw, error }));
                 }
                 return Ok(Some(Opening::Login { stream: raw, startup, buf }));

@@ -147,7 +147,17 @@ impl ConfigBuilder {
     }
 
     pub fn toml(&self) -> String {
-        let mut s = format!("[general]\n{}\n\n[pool]\n{}\n", self.general.join("\n"), self.pool.join("\n"));
+        let mut general = self.general.clone();
+        // The test gateway is plain HTTP on loopback, where a `/sql` password travels in clear:
+        // allowed here unless a test says otherwise (pgvia's default refuses it).
+        if !self.gateway.is_empty()
+            && !general
+                .iter()
+                .any(|l| l.split('=').next().unwrap_or_default().trim() == "allow_cleartext_without_tls")
+        {
+            general.push("allow_cleartext_without_tls = true".to_owned());
+        }
+        let mut s = format!("[general]\n{}\n\n[pool]\n{}\n", general.join("\n"), self.pool.join("\n"));
         for d in &self.databases {
             s.push_str(&format!("\n[[databases]]\n{d}\n"));
         }
