@@ -2,7 +2,8 @@
 //! status is exact while it fits `gateway.json_buffer_bytes` and one that fails after it
 //! began streaming is aborted at the HTTP level (its chunked body never terminated), so no
 //! client of Neon's format takes part of an answer for the whole; a JSON batch streams past
-//! that budget instead of being held whole.
+//! that budget instead of being held whole; a 2 MB batch pipeline neither deadlocks against
+//! the session's backpressure nor keeps the server when its client leaves mid-write.
 
 mod common;
 
@@ -78,6 +79,16 @@ async fn running(direct: &tokio_postgres::Client, marker: &str) -> i64 {
         .await
         .expect("pg_stat_activity")
         .get(0)
+}
+
+async fn until_running(direct: &tokio_postgres::Client, marker: &str) {
+    for _ in 0..500 {
+        if running(direct, marker).await > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the query never started");
 }
 
 async fn until_not_running(direct: &tokio_postgres::Client, marker: &str) -> Duration {
@@ -217,5 +228,64 @@ async fn past_max_response_bytes_is_507() {
     assert_eq!((a.status, a.json()["code"].clone()), (507, json!("54000")));
     let a = http::sql(gw, &auth(&p), &json!({"query": "select 1 as ok"})).await;
     assert_eq!(a.json()["rows"][0]["ok"], 1);
+    p.assert_no_leaks().await;
+}
+
+/// A batch: `first`, then `n` statements padded to about 5 KB of SQL each (2 MB in all).
+fn pipeline(first: &str, n: usize) -> Value {
+    let comment = "p".repeat(5000);
+    let mut queries = vec![json!({"query": first})];
+    queries.extend(
+        (0..n).map(|i| json!({"query": format!("select $1::int as n /* {comment} */"), "params": [i]})),
+    );
+    json!({"queries": queries})
+}
+
+/// Item 14: a 2 MB batch whose first statement answers 8 MB, more than the session holds
+/// for a client that does not read (`limits.client_backlog_bytes`), is answered, not stuck
+/// with the gateway still writing the rest; and a client leaving while such a pipeline is
+/// being written frees the server, which is reused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2mb_batch_pipeline_neither_deadlocks_nor_keeps_the_server() {
+    let pg = start_pg();
+    // The least the session may hold for its client (the default is 1 MiB).
+    let p = proxy_with(ConfigBuilder::new(&pg).limits("client_backlog_bytes = 65536"), &[]).await;
+    let gw = p.gateway.expect("gateway");
+    let direct = common::connect(&direct_conninfo(&pg, USER, PASSWORD, DB)).await.expect("direct");
+    let pid = backend_pid(&p).await;
+
+    let batch = pipeline("select g, repeat('y', 20000) as pad from generate_series(1, 400) g", 400);
+    let body = batch.to_string();
+    assert!(body.len() > 2_000_000, "{} bytes", body.len());
+    let a = tokio::time::timeout(
+        Duration::from_secs(60),
+        http::request(gw, "POST", "/sql", &auth(&p), body.as_bytes()),
+    )
+    .await
+    .expect("a 2 MB batch answered within a minute");
+    assert_eq!(a.status, 200, "{}", a.text().chars().take(500).collect::<String>());
+    let v = a.json();
+    let results = v["results"].as_array().cloned().unwrap_or_default();
+    assert_eq!(results.len(), 401);
+    assert_eq!(results[0]["rowCount"], 400);
+    assert_eq!(results[0]["rows"][399]["pad"].as_str().map(str::len), Some(20000));
+    for (i, r) in results[1..].iter().enumerate() {
+        assert_eq!(r["rows"][0]["n"], json!(i));
+    }
+
+    // The client leaves while the pipeline is still being written.
+    let first = "select g, pg_sleep(0.02), repeat('y', 20000) as pad /* marker_pipe14 */ from generate_series(1, 400) g";
+    let body = pipeline(first, 400).to_string();
+    let h = auth(&p);
+    let conn = tokio::spawn(async move {
+        let _ = http::send(gw, "POST", "/sql", &h, body.as_bytes()).await;
+    });
+    until_running(&direct, "marker_pipe14").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    conn.abort();
+    let _ = conn.await;
+    let took = until_not_running(&direct, "marker_pipe14").await;
+    eprintln!("mid-write disconnect: the batch was gone after {took:?}");
+    assert_eq!(backend_pid(&p).await, pid, "the server was not reused");
     p.assert_no_leaks().await;
 }

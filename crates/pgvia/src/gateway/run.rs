@@ -79,6 +79,7 @@ pub async fn run(app: Arc<App>, mut tunnel: Tunnel, job: Job, mut sink: Sink) {
         }
         Err(Stop::Gone) => {
             tracing::debug!("gateway: client went away; cancelling its query");
+            tunnel.abandon();
             tunnel.cancel(&app).await;
             if tunnel.drain().await.is_ok() {
                 tunnel.close().await;
@@ -164,8 +165,10 @@ async fn exchange(app: &App, tunnel: &mut Tunnel, job: &Job, sink: &mut Sink) ->
     let queries = job.work.queries();
     let mut out = BytesMut::new();
     let mut units = VecDeque::with_capacity(queries.len() + 2);
+    // Queued per statement and written while replies are read (see `tunnel`).
     if let Work::Batch { begin, .. } = &job.work {
         hidden(&mut out, begin);
+        tunnel.queue(&mut out);
         units.push_back(Unit::Hidden);
     }
     for (i, q) in queries.iter().enumerate() {
@@ -173,15 +176,17 @@ async fn exchange(app: &App, tunnel: &mut Tunnel, job: &Job, sink: &mut Sink) ->
         wire::build::bind_text(&mut out, q.params.iter().map(|p| p.as_deref().map(str::as_bytes)));
         wire::build::describe_portal(&mut out);
         wire::build::execute_all(&mut out);
+        tunnel.queue(&mut out);
         units.push_back(Unit::Query(i));
     }
     let batch = matches!(job.work, Work::Batch { .. });
     if batch {
         hidden(&mut out, "COMMIT");
+        tunnel.queue(&mut out);
         units.push_back(Unit::Hidden);
     }
     wire::build::sync(&mut out);
-    tunnel.send(&mut out).await?;
+    tunnel.queue(&mut out);
 
     // The streaming formats commit to 200 at their first row; JSON only once it outgrows
     // the sink's hold (its status then exact for every answer that fits).
