@@ -3,6 +3,7 @@
 // and Pool over WebSocket (/v2) with an interactive transaction. Only through pgvia: these
 // clients speak to a gateway, not to PostgreSQL, so the direct run has no such tests.
 import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
 import { test } from 'node:test'
 
 import { neon, neonConfig, Pool } from '@neondatabase/serverless'
@@ -59,6 +60,33 @@ if (viaPgvia) {
     await assert.rejects(sql.transaction([sql`INSERT INTO neon_tx VALUES (3)`, sql`INSERT INTO neon_tx VALUES (1)`]), { code: '23505' })
     const [{ n }] = await sql`SELECT count(*)::int AS n FROM neon_tx`
     assert.equal(n, 2)
+  })
+
+  test('neon: an error after rows rejects, never resolves with the rows before it', async () => {
+    const sql = neon(env.url)
+    // Fails at its third row: PostgreSQL's 22012, not two rows.
+    await assert.rejects(sql`SELECT 10 / (3 - g) AS x FROM generate_series(1, 5) g`, { code: '22012' })
+    // Past the gateway's JSON buffer (compat/run sets json_buffer_bytes = 65536) the answer
+    // streams with 200; failing then, it is broken off, so the driver rejects.
+    await assert.rejects(sql`SELECT g, repeat('x', 100) AS pad, 10 / (20000 - g) AS x FROM generate_series(1, 30000) g`)
+    const [{ ok }] = await sql`SELECT 1 AS ok`
+    assert.equal(ok, 1)
+  })
+
+  test('neon: a transaction([...]) larger than the JSON buffer streams, whole or not at all', async () => {
+    const sql = neon(env.url)
+    await sql`DROP TABLE IF EXISTS neon_big`
+    await sql`CREATE TABLE neon_big (id int)`
+    const big = () => sql`SELECT g, md5(g::text) AS h FROM generate_series(1, 20000) g`
+    const [, rows] = await sql.transaction([sql`INSERT INTO neon_big VALUES (1)`, big()])
+    assert.equal(rows.length, 20000)
+    const md5 = (s) => createHash('md5').update(s).digest('hex')
+    assert.deepEqual(rows[0], { g: 1, h: md5('1') })
+    assert.deepEqual(rows[19999], { g: 20000, h: md5('20000') })
+    // Failing after more than the buffer went: rejected, and nothing of it committed.
+    await assert.rejects(sql.transaction([sql`INSERT INTO neon_big VALUES (2)`, big(), sql`SELECT 1 / 0`]))
+    const [{ n }] = await sql`SELECT count(*)::int AS n FROM neon_big`
+    assert.equal(n, 1)
   })
 
   test('neon: Pool over WebSocket with an interactive transaction', async () => {

@@ -213,6 +213,7 @@ fn gateway(r: &mut Rows, g: &Gateway) {
     r.put("gateway.max_body_bytes", g.max_body_bytes, d.max_body_bytes, RELOAD);
     r.put("gateway.max_response_rows", g.max_response_rows, d.max_response_rows, RELOAD);
     r.put("gateway.max_response_bytes", g.max_response_bytes, d.max_response_bytes, RELOAD);
+    r.put("gateway.json_buffer_bytes", g.json_buffer_bytes, d.json_buffer_bytes, RELOAD);
     r.put("gateway.statement_timeout", dur(g.statement_timeout), dur(d.statement_timeout), RELOAD);
     r.put("gateway.flush_bytes", g.flush_bytes, d.flush_bytes, RELOAD);
     r.put("gateway.flush_interval", dur(g.flush_interval), dur(d.flush_interval), RELOAD);

@@ -28,6 +28,12 @@ pub struct Gateway {
     pub max_response_rows: u64,
     /// Most bytes of JSON one response may carry; 0 means no limit. Default 0.
     pub max_response_bytes: u64,
+    /// How much of a JSON (`application/json`) answer, batch or not, is held before its
+    /// status goes: an answer that ends within it gets its exact status (400 for an error
+    /// after rows, as Neon answers); a longer one is streamed with 200, and an error after
+    /// that aborts the response (its chunked body is not terminated). Bounds the memory of
+    /// every answer. Default 10485760 (10 MiB), at least 512.
+    pub json_buffer_bytes: u64,
     /// `statement_timeout` given to every gateway session (as a startup setting); `"0s"`
     /// leaves the server's own. Default `"0s"`.
     #[serde(deserialize_with = "values::duration")]
@@ -77,6 +83,7 @@ impl Default for Gateway {
             max_body_bytes: 10 * 1024 * 1024,
             max_response_rows: 0,
             max_response_bytes: 0,
+            json_buffer_bytes: 10 * 1024 * 1024,
             statement_timeout: Duration::ZERO,
             flush_bytes: 64 * 1024,
             flush_interval: Duration::from_millis(50),
@@ -94,6 +101,9 @@ pub fn problems(gateway: &Gateway, general: &super::General) -> Vec<(&'static st
     let mut out = Vec::new();
     if gateway.max_body_bytes < 1024 {
         out.push(("gateway.max_body_bytes", "must be at least 1024".to_owned()));
+    }
+    if gateway.json_buffer_bytes < 512 {
+        out.push(("gateway.json_buffer_bytes", "must be at least 512".to_owned()));
     }
     if gateway.flush_bytes < 512 {
         out.push(("gateway.flush_bytes", "must be at least 512".to_owned()));

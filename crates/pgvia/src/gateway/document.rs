@@ -1,8 +1,8 @@
 //! The shape of a response body, per format: where results, rows and errors go.
 //!
 //! * JSON (Neon's): `{"fields":[..],"rows":[..],"command":..,"rowCount":..,"rowAsArray":..}`,
-//!   a batch as `{"results":[..]}`; an error after rows were sent ends the open result with
-//!   `"error":{..}` instead of a command, so the body stays one JSON document.
+//!   a batch as `{"results":[..]}`; it has no place for an error after rows (Neon's clients
+//!   read an error from the status only), so the run aborts such an answer instead.
 //! * NDJSON: one row per line; an error after rows is a last line `{"error":{..}}`.
 //! * Neon's stream: `[1,..fields]`, `[0,..values]`, `[2,command,rowCount]`, then `[3]` or
 //!   `[4,error]`, one per line.
@@ -130,17 +130,10 @@ impl Document {
     }
 
     /// The response ends with an error after part of it was sent; `error` writes the
-    /// error object.
+    /// error object. JSON has no such trailer: nothing is written.
     pub fn close_with_error(&mut self, out: &mut BytesMut, error: impl FnOnce(&mut BytesMut)) {
         match self.format {
-            Format::Json => {
-                out.extend_from_slice(b"],\"error\":");
-                error(out);
-                out.put_u8(b'}');
-                if self.batch {
-                    out.extend_from_slice(b"]}");
-                }
-            }
+            Format::Json => {}
             Format::Ndjson => {
                 out.extend_from_slice(b"{\"error\":");
                 error(out);

@@ -324,7 +324,8 @@ async fn sql(gw: &Arc<Gateway>, peer: SocketAddr, carrier: Carrier, req: Request
     };
     let tunnel = tunnel::Tunnel::start(app, ClientPeer::Tcp(peer), carrier, startup, pending);
     let (head_tx, head_rx) = tokio::sync::oneshot::channel();
-    let sink = Sink::new(head_tx, format.content_type(), gwc.flush_bytes as usize, gwc.flush_interval);
+    let hold = usize::try_from(gwc.json_buffer_bytes).unwrap_or(usize::MAX);
+    let sink = Sink::new(head_tx, format.content_type(), gwc.flush_bytes as usize, gwc.flush_interval, hold);
     let job =
         run::Job { work, format, text, max_rows: gwc.max_response_rows, max_bytes: gwc.max_response_bytes };
     tokio::spawn(run::run(app.clone(), tunnel, job, sink));

@@ -55,6 +55,12 @@ impl Format {
             Format::NeonStream => NEON_STREAM,
         }
     }
+
+    /// Whether an error after rows can be told in the body (NDJSON's `{"error":..}` line,
+    /// Neon's `[4, error]`); a JSON answer has no such place.
+    pub fn has_error_trailer(self) -> bool {
+        self != Format::Json
+    }
 }
 
 pub const NEON_STREAM: &str = "application/vnd.neon.sql.v1+json";

@@ -2,7 +2,10 @@
 //!
 //! Statements go as Parse/Bind/Describe/Execute with one Sync at the end (a batch between
 //! a hidden BEGIN and COMMIT), parameters always as Bind values. Replies are turned into
-//! the response as they arrive; the head waits for the first row. When the client goes
+//! the response as they arrive. The head waits for the first row in the streaming formats
+//! (whose errors after rows have a documented trailer) and, for JSON, until the answer ends
+//! or outgrows `gateway.json_buffer_bytes`: Neon's clients read the status only, so a JSON
+//! answer that fails after its head went is aborted, never ended as if whole. When the client goes
 //! away, the running query is cancelled through pgvia's cancel registry and the session is
 //! read to its ReadyForQuery, so its server goes back to the pool clean.
 
@@ -48,6 +51,9 @@ enum Outcome {
         status: StatusCode,
         body: Bytes,
     },
+    /// An error after the head of an answer with no place for it (JSON): the body is
+    /// broken off so that the client cannot take what it got for the whole answer.
+    Aborted,
 }
 
 /// Runs the request, answering through `sink`. Never panics on what the session sends.
@@ -66,8 +72,14 @@ pub async fn run(app: Arc<App>, mut tunnel: Tunnel, job: Job, mut sink: Sink) {
             }
             tunnel.close().await;
         }
+        Ok(Outcome::Aborted) => {
+            tracing::debug!("gateway: a JSON answer failed after its head; aborting the response");
+            drop(sink);
+            tunnel.close().await;
+        }
         Err(Stop::Gone) => {
             tracing::debug!("gateway: client went away; cancelling its query");
+            tunnel.abandon();
             tunnel.cancel(&app).await;
             if tunnel.drain().await.is_ok() {
                 tunnel.close().await;
@@ -77,6 +89,7 @@ pub async fn run(app: Arc<App>, mut tunnel: Tunnel, job: Job, mut sink: Sink) {
             tracing::warn!(error = %e, "gateway: session failed");
             let mut body = BytesMut::new();
             results::own_error_into(&mut body, "08006", &format!("pgvia's session failed: {e}"));
+            // Once the head has gone, dropping the sink aborts the body.
             if !sink.committed() {
                 let _ = sink.answer(StatusCode::BAD_GATEWAY, body.freeze());
             }
@@ -152,8 +165,10 @@ async fn exchange(app: &App, tunnel: &mut Tunnel, job: &Job, sink: &mut Sink) ->
     let queries = job.work.queries();
     let mut out = BytesMut::new();
     let mut units = VecDeque::with_capacity(queries.len() + 2);
+    // Queued per statement and written while replies are read (see `tunnel`).
     if let Work::Batch { begin, .. } = &job.work {
         hidden(&mut out, begin);
+        tunnel.queue(&mut out);
         units.push_back(Unit::Hidden);
     }
     for (i, q) in queries.iter().enumerate() {
@@ -161,19 +176,21 @@ async fn exchange(app: &App, tunnel: &mut Tunnel, job: &Job, sink: &mut Sink) ->
         wire::build::bind_text(&mut out, q.params.iter().map(|p| p.as_deref().map(str::as_bytes)));
         wire::build::describe_portal(&mut out);
         wire::build::execute_all(&mut out);
+        tunnel.queue(&mut out);
         units.push_back(Unit::Query(i));
     }
     let batch = matches!(job.work, Work::Batch { .. });
     if batch {
         hidden(&mut out, "COMMIT");
+        tunnel.queue(&mut out);
         units.push_back(Unit::Hidden);
     }
     wire::build::sync(&mut out);
-    tunnel.send(&mut out).await?;
+    tunnel.queue(&mut out);
 
-    // A JSON batch is answered whole (its status says whether the transaction committed);
-    // anything else is committed to 200 at its first row.
-    let streams = !(batch && job.format == Format::Json);
+    // The streaming formats commit to 200 at their first row; JSON only once it outgrows
+    // the sink's hold (its status then exact for every answer that fits).
+    let streams = job.format != Format::Json;
     let mut doc = Document::new(job.format, batch, job.text);
     doc.open(&mut sink.buf);
     let mut rows: u64 = 0;
@@ -208,15 +225,15 @@ async fn exchange(app: &App, tunnel: &mut Tunnel, job: &Job, sink: &mut Sink) ->
                         if over_rows { "gateway.max_response_rows" } else { "gateway.max_response_bytes" };
                     let message =
                         format!("the response is larger than {what} allows; the query was cancelled");
-                    failed = Some(fail(&mut doc, sink, |b| results::own_error_into(b, "54000", &message)));
+                    // Neon answers 507 past its response cap.
+                    let (s, body) = fail(&mut doc, sink, |b| results::own_error_into(b, "54000", &message));
+                    let s = if s == StatusCode::BAD_REQUEST { StatusCode::INSUFFICIENT_STORAGE } else { s };
+                    failed = Some((s, body));
                     tunnel.cancel(app).await;
                     continue;
                 }
                 if streams && !sink.committed() {
                     sink.commit()?;
-                }
-                if sink.full() {
-                    sink.flush().await?;
                 }
             }
             BackendMessage::CommandComplete { tag } => {
@@ -237,6 +254,9 @@ async fn exchange(app: &App, tunnel: &mut Tunnel, job: &Job, sink: &mut Sink) ->
             BackendMessage::ReadyForQuery(status) => break status,
             _ => {}
         }
+        if sink.full() {
+            sink.flush().await?;
+        }
     };
     if status != TransactionStatus::Idle {
         // A batch that failed inside its transaction: roll it back before the session is
@@ -246,6 +266,7 @@ async fn exchange(app: &App, tunnel: &mut Tunnel, job: &Job, sink: &mut Sink) ->
         tunnel.drain().await?;
     }
     match failed {
+        Some(_) if sink.committed() && !job.format.has_error_trailer() => Ok(Outcome::Aborted),
         Some((status, body)) => Ok(Outcome::Failed { status, body }),
         None => {
             doc.close(&mut sink.buf);
@@ -254,8 +275,9 @@ async fn exchange(app: &App, tunnel: &mut Tunnel, job: &Job, sink: &mut Sink) ->
     }
 }
 
-/// Records an error: written into the stream if the head has gone, else kept as the
-/// whole answer (and what was buffered dropped).
+/// Records an error: written into the stream if the head has gone (and the format has an
+/// error trailer; else the answer is aborted), or kept as the whole answer (and what was
+/// buffered dropped).
 fn fail(doc: &mut Document, sink: &mut Sink, error: impl Fn(&mut BytesMut)) -> (StatusCode, Bytes) {
     if sink.committed() {
         doc.close_with_error(&mut sink.buf, &error);

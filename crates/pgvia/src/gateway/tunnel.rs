@@ -4,12 +4,18 @@
 //! pooling modes, routing to replicas, statement tracking all apply), whose client is this
 //! end of a `tokio::io::duplex` pipe. The gateway checked the credentials itself, so the
 //! session starts at AuthenticationOk.
+//!
+//! A request's pipeline is queued, not written at once: it goes to the pipe while the
+//! session's replies are read ([`Tunnel::fill`]), as the pipe's two directions are bounded
+//! and a session that cannot write its replies stops reading (a large batch written before
+//! any reply is read would wait on itself forever).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
 use wire::backend::BackendMessage;
 use wire::startup::StartupMessage;
 use wire::{Frame, FrameDecoder, WireError};
@@ -59,7 +65,13 @@ pub enum TunnelError {
 
 /// One session's client end.
 pub struct Tunnel {
-    pipe: DuplexStream,
+    reader: ReadHalf<DuplexStream>,
+    writer: WriteHalf<DuplexStream>,
+    /// Queued messages not yet written, each a whole message group (a statement's
+    /// Parse/Bind/Describe/Execute, a Sync), so that the rest can be given up at a boundary.
+    outbox: VecDeque<Bytes>,
+    /// Whether the front of `outbox` is partly written.
+    started: bool,
     buf: BytesMut,
     decoder: FrameDecoder,
     /// The key the session gave us (BackendKeyData), to cancel its running query.
@@ -84,18 +96,47 @@ impl Tunnel {
             startup,
             pending,
         ));
+        let (reader, writer) = tokio::io::split(ours);
         Tunnel {
-            pipe: ours,
+            reader,
+            writer,
+            outbox: VecDeque::new(),
+            started: false,
             buf: BytesMut::with_capacity(PIPE_BYTES),
             decoder: FrameDecoder::new(MAX_FRAME),
             key: None,
         }
     }
 
+    /// Writes `out` now, after anything queued. Only for what is sent once the session has
+    /// answered everything before (its replies are not read meanwhile).
     pub async fn send(&mut self, out: &mut BytesMut) -> Result<(), TunnelError> {
-        self.pipe.write_all(out).await?;
-        out.clear();
+        self.queue(out);
+        while let Some(front) = self.outbox.front_mut() {
+            self.writer.write_all(front).await?;
+            self.outbox.pop_front();
+            self.started = false;
+        }
         Ok(())
+    }
+
+    /// Queues `out` as one message group, written by [`Tunnel::fill`] as replies are read.
+    pub fn queue(&mut self, out: &mut BytesMut) {
+        if !out.is_empty() {
+            self.outbox.push_back(out.split().freeze());
+        }
+    }
+
+    /// Gives up the queued groups not yet begun, for a client that went away: the session
+    /// gets a Sync instead, so that it still ends the request with a ReadyForQuery.
+    pub fn abandon(&mut self) {
+        let keep = usize::from(self.started);
+        if self.outbox.len() > keep {
+            self.outbox.truncate(keep);
+            let mut sync = BytesMut::with_capacity(5);
+            wire::build::sync(&mut sync);
+            self.outbox.push_back(sync.freeze());
+        }
     }
 
     /// The next whole frame already read, if any. Remembers the session's cancel key.
@@ -109,15 +150,41 @@ impl Tunnel {
         Ok(Some(frame))
     }
 
-    /// Reads more from the session (cancel-safe). The session ending is an error: every
-    /// request ends with a ReadyForQuery first.
+    /// Reads more from the session, writing what is queued meanwhile; returns when either
+    /// made progress (cancel-safe: a write not completed wrote nothing). The session ending
+    /// is an error: every request ends with a ReadyForQuery first.
     pub async fn fill(&mut self) -> Result<(), TunnelError> {
         if self.buf.capacity() - self.buf.len() < 8 * 1024 {
             self.buf.reserve(PIPE_BYTES);
         }
-        match self.pipe.read_buf(&mut self.buf).await? {
-            0 => Err(TunnelError::Closed),
-            _ => Ok(()),
+        let Tunnel { reader, writer, outbox, started, buf, .. } = self;
+        let read = async {
+            match reader.read_buf(buf).await? {
+                0 => Err(TunnelError::Closed),
+                _ => Ok(()),
+            }
+        };
+        // A handle on the front group (not a borrow): it is advanced once written.
+        let Some(front) = outbox.front().cloned() else { return read.await };
+        tokio::select! {
+            r = read => r,
+            w = writer.write(&front) => {
+                let n = w?;
+                if n == 0 {
+                    return Err(TunnelError::Closed);
+                }
+                match outbox.front_mut() {
+                    Some(f) if n < f.len() => {
+                        f.advance(n);
+                        *started = true;
+                    }
+                    _ => {
+                        outbox.pop_front();
+                        *started = false;
+                    }
+                }
+                Ok(())
+            }
         }
     }
 
@@ -153,7 +220,7 @@ impl Tunnel {
     pub async fn close(mut self) {
         let mut out = BytesMut::with_capacity(5);
         wire::build::terminate(&mut out);
-        let _ = self.pipe.write_all(&out).await;
-        let _ = self.pipe.shutdown().await;
+        let _ = self.writer.write_all(&out).await;
+        let _ = self.writer.shutdown().await;
     }
 }
