@@ -91,6 +91,16 @@ pub enum Reach {
     Everything,
 }
 
+/// What one server holds of a session apart from its settings: the pins, and what to read
+/// back. The sharded session keeps one per shard and swaps it into its [`SessionState`]
+/// around the shared observation and read-back (`read_back.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub pins: Pins,
+    pub checks: Checks,
+    pub reach: Reach,
+}
+
 /// Per-client session state for transaction pooling.
 #[derive(Debug, Default)]
 pub struct SessionState {
@@ -112,6 +122,24 @@ pub struct SessionState {
 impl SessionState {
     pub fn new(startup: Vec<(String, String)>) -> Self {
         Self { settings: startup.clone(), startup, ..Self::default() }
+    }
+
+    /// Exchanges the per-server part of the state with `marks` (one server's of several).
+    pub fn swap_marks(&mut self, marks: &mut Marks) {
+        std::mem::swap(&mut self.pins, &mut marks.pins);
+        std::mem::swap(&mut self.checks, &mut marks.checks);
+        std::mem::swap(&mut self.reach, &mut marks.reach);
+    }
+
+    /// For a session that cannot move its channels to the notification hub (a sharded one):
+    /// a `LISTEN` seen keeps the server, until the pin check finds it listens to nothing.
+    pub fn pin_listening(&mut self) {
+        if self.checks.contains(Check::Listening) {
+            self.checks.remove(Check::Listening);
+            self.unlistens.clear();
+            self.pins.insert(PinReason::Listen);
+            self.checks.insert(Check::Pins);
+        }
     }
 
     /// Takes note of what the statements of a query may do to the session. Returns the pins

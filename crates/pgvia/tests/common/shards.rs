@@ -80,3 +80,20 @@ pub fn config_with(
     toml.replace_range(start..end, &db);
     toml
 }
+
+/// `builder`'s configuration with its database `app` made a sharded one over `shards`, each
+/// with its own pool of the builder's `[pool]` settings and no sharded table (every table is
+/// omnisharded): the sharded session engine, where the unsharded tests run against the plain
+/// one.
+pub fn sharded_over(builder: &ConfigBuilder, shards: &[&Cluster]) -> String {
+    let mut toml = builder.toml();
+    let start = toml.find("[[databases]]").expect("databases");
+    let end = toml.find("[[users]]").expect("users");
+    let mut db = format!("[[databases]]\nname = \"{DB}\"\nunsharded_tables = \"omnisharded\"\n");
+    for s in shards {
+        db.push_str(&format!("\n[[databases.shards]]\nhost = \"{}\"\nport = {}\n", s.host(), s.port()));
+    }
+    db.push('\n');
+    toml.replace_range(start..end, &db);
+    toml
+}

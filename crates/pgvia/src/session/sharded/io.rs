@@ -175,7 +175,7 @@ impl ShardedSession<'_> {
             .checkout(role, Some(&self.patron))
             .await
             .map_err(|e| ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))))?;
-        if let Err(e) = settings::apply(checkout.conn(), &self.settings, timeout).await {
+        if let Err(e) = settings::apply(checkout.conn(), &self.state.settings, timeout).await {
             return Err(ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))));
         }
         self.held[shard] = Some(checkout);
@@ -616,6 +616,7 @@ impl ShardedSession<'_> {
                 c.conn().mark_broken();
             }
         }
+        self.forget_dropped();
         self.errored = true;
         let message = format!("shard {shard} failed: {error}");
         wire::build::ErrorFields::error(SqlState::CONNECTION_FAILURE, &message).write(&mut self.to_client);
@@ -639,65 +640,6 @@ impl ShardedSession<'_> {
                 }
             }
         }
-    }
-
-    /// Gives every held server back to its pool (between transactions). From here on a
-    /// cancel from this client finds no target, and one already sent must have been acted
-    /// on before a server serves anyone else.
-    pub(super) async fn give_back_all(&mut self) {
-        self.cancel.slot.set(None);
-        for slot in &mut self.held {
-            if let Some(c) = slot.take() {
-                if c.conn_ref().cancels.settled(crate::server::CANCEL_SETTLE).await {
-                    c.give_back_idle();
-                } else {
-                    tracing::warn!("a cancel request did not complete; closing its shard server");
-                    drop(c);
-                }
-            }
-        }
-    }
-
-    /// At the end of the session: servers still in a transaction are reset (rolled back)
-    /// before they go back to their pools.
-    pub(super) async fn release_all(&mut self) {
-        for slot in &mut self.held {
-            if let Some(c) = slot.take() {
-                crate::session::client::release(self.app, Some(c), &[]).await;
-            }
-        }
-    }
-
-    /// After a `SET`/`RESET` ran: the client's settings as the server now has them, so the
-    /// next servers it is given get the same.
-    pub(super) async fn learn_settings(&mut self, targets: ShardSet) -> Result<(), SessionError> {
-        let timeout = self.app.config().general.server_reset_timeout;
-        let Some(shard) = targets.first() else { return Ok(()) };
-        let server = match self.held[shard].as_mut() {
-            Some(c) => c,
-            None => {
-                if let Err(e) = self.ensure_server(shard, false).await {
-                    tracing::warn!(shard, error = %e, "could not read the session's settings back");
-                    return Ok(());
-                }
-                let Some(c) = self.held[shard].as_mut() else { return Ok(()) };
-                c
-            }
-        };
-        let rows = server.conn().query_rows(crate::session::state::SESSION_SETTINGS_QUERY, timeout).await?;
-        self.settings = rows
-            .into_iter()
-            .filter_map(|r| match r.as_slice() {
-                [Some(name), Some(value)] => Some((name.clone(), value.clone())),
-                _ => None,
-            })
-            .collect();
-        self.search_path = super::search_path_of(&self.settings);
-        server.conn().applied = self.settings.iter().cloned().collect();
-        if matches!(self.tx, Tx::Idle) {
-            self.give_back_all().await;
-        }
-        Ok(())
     }
 }
 
