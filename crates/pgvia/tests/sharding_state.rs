@@ -8,6 +8,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::raw::{query, RawConn};
 use common::*;
 use harness::Cluster;
 
@@ -107,6 +108,50 @@ async fn a_sharded_clients_settings_and_session_locks_do_not_reach_the_next_clie
         .expect("next task");
     assert_eq!(got, "true", "the lock went with the first client");
     drop(next);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+/// The ErrorResponse among `msgs`, as (severity, SQLSTATE).
+fn error_of(msgs: &[raw::Msg]) -> Option<(String, String)> {
+    msgs.iter().find(|m| m.tag == b'E').map(|m| {
+        let f = m.fields();
+        (f.get(&'S').cloned().unwrap_or_default(), f.get(&'C').cloned().unwrap_or_default())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_in_transaction_timeout_ends_a_sharded_client_and_rolls_back() {
+    let (s0, s1) = two_shards();
+    for s in [&s0, &s1] {
+        s.psql(DB, "CREATE TABLE t (a int); GRANT ALL ON t TO app;").expect("table");
+    }
+    let config = pool_of_one(&s0, &["idle_in_transaction_timeout = \"1s\""]);
+    let proxy = TestProxy::start_toml(&common::shards::sharded_over(&config, &[&s0, &s1])).await;
+    let mut a = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.expect("login");
+    a.send(&query("BEGIN")).await;
+    a.until_ready().await;
+    a.send(&query("INSERT INTO t VALUES (1)")).await;
+    let reply = a.until_ready().await;
+    assert_eq!(reply.last().expect("ready").body[..], b"T"[..], "inside a transaction");
+    let last = a.until_closed(Duration::from_secs(5)).await;
+    let Some(last) = last else {
+        // Still open: PostgreSQL would have ended it; a COMMIT now must not commit.
+        a.send(&query("COMMIT")).await;
+        a.until_ready().await;
+        let direct = connect(&direct_conninfo(&s0, USER, PASSWORD, DB)).await.expect("direct");
+        let n = one(&direct, "SELECT count(*)::text FROM t").await;
+        panic!("the client idle in its transaction past the limit was not closed (after COMMIT, shard 0 has {n} rows)");
+    };
+    assert_eq!(error_of(&last), Some(("FATAL".into(), "25P03".into())), "{last:?}");
+    for s in [&s0, &s1] {
+        let direct = connect(&direct_conninfo(s, USER, PASSWORD, DB)).await.expect("direct");
+        assert_eq!(one(&direct, "SELECT count(*)::text FROM t").await, "0", "rolled back");
+    }
+    // The shard servers are free and clean for the next client.
+    let b = proxy.connect(USER, PASSWORD, DB).await;
+    assert_eq!(on_both(&b, "SELECT count(*)::text FROM t").await, ["0", "0"]);
+    drop(b);
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }

@@ -97,3 +97,25 @@ pub fn sharded_over(builder: &ConfigBuilder, shards: &[&Cluster]) -> String {
     toml.replace_range(start..end, &db);
     toml
 }
+
+/// The two session engines a test of the session's guarantees runs against: database `app`
+/// unsharded (the plain session) and sharded over the same cluster as its one shard (the
+/// sharded session), with the same `[pool]` settings, so `pool_size = 1` is one server per
+/// shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Plain,
+    Sharded,
+}
+
+pub const ENGINES: [Engine; 2] = [Engine::Plain, Engine::Sharded];
+
+impl Engine {
+    /// pgvia serving `builder`'s configuration through this engine, over `pg`.
+    pub async fn start(self, builder: &ConfigBuilder, pg: &Cluster) -> super::TestProxy {
+        match self {
+            Engine::Plain => super::TestProxy::start(builder).await,
+            Engine::Sharded => super::TestProxy::start_toml(&sharded_over(builder, &[pg])).await,
+        }
+    }
+}

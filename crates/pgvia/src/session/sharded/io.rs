@@ -16,6 +16,7 @@ use crate::routing::Target as Role;
 use crate::server::ServerError;
 use crate::session::error::SessionError;
 use crate::session::settings;
+use crate::session::timeouts::Wait;
 
 /// Client output is written once this much is waiting, so large results stream.
 const CLIENT_FLUSH: usize = 64 * 1024;
@@ -133,6 +134,11 @@ impl ShardedSession<'_> {
                 return Err(SessionError::Shutdown);
             }
             self.flush_client().await?;
+            self.timers.enter(if matches!(self.tx, Tx::Open { .. }) || !batch.is_empty() {
+                Wait::IdleInTransaction
+            } else {
+                Wait::ClientIdle
+            });
             tokio::select! {
                 changed = self.shutdown.changed() => {
                     if changed.is_err() {
@@ -141,9 +147,12 @@ impl ShardedSession<'_> {
                 }
                 r = self.client.read_buf(&mut self.from_client) => match r {
                     Ok(0) => return Ok(Unit::Terminate),
-                    Ok(_) => {}
+                    Ok(_) => self.timers.restart(),
                     Err(e) => return Err(SessionError::ClientIo(e)),
                 },
+                wait = self.timers.expired(), if self.timers.armed() => {
+                    return Err(self.timers.closing_error(wait));
+                }
             }
         }
     }
@@ -349,9 +358,10 @@ impl ShardedSession<'_> {
             if flight.fan.finished().is_some() || (until_copy_in && flight.fan.copy_in_started()) {
                 return Ok(());
             }
+            self.timers.enter(Wait::Server);
             let held = &mut self.held;
             let (lanes, fan) = (&flight.lanes, &flight.fan);
-            let (i, frame) = poll_fn(|cx| {
+            let next = poll_fn(|cx| {
                 for (i, &shard) in lanes.iter().enumerate() {
                     if !fan.wants_input(i) {
                         continue;
@@ -362,8 +372,14 @@ impl ShardedSession<'_> {
                     }
                 }
                 Poll::Pending
-            })
-            .await;
+            });
+            let (i, frame) = tokio::select! {
+                next = next => next,
+                wait = self.timers.expired(), if self.timers.armed() => {
+                    self.query_timed_out(wait, &flight.lanes)?;
+                    continue;
+                }
+            };
             let frame = frame?;
             if let Some(checkout) = self.held[flight.lanes[i]].as_mut() {
                 let conn = checkout.conn();
@@ -461,11 +477,36 @@ impl ShardedSession<'_> {
                 })?;
                 flight.reply_start = 0;
             }
+            self.timers.enter(Wait::Server);
             let Some(checkout) = self.held[shard].as_mut() else {
                 return Err(ServerError::Desync("no server held for a shard of the exchange"));
             };
             let conn = checkout.conn();
-            poll_fn(|cx| conn.poll_fill(cx)).await?;
+            tokio::select! {
+                filled = poll_fn(|cx| conn.poll_fill(cx)) => filled?,
+                wait = self.timers.expired(), if self.timers.armed() => {
+                    self.query_timed_out(wait, &flight.lanes)?;
+                }
+            }
+        }
+    }
+
+    /// A time limit passed while the exchange waited for its shards: at `query_timeout`
+    /// every shard's server is sent a cancel (the request then fails with their 57014, as a
+    /// plain session's does); when even the cancel goes unanswered, the exchange fails.
+    fn query_timed_out(&mut self, wait: Wait, lanes: &[ShardId]) -> Result<(), ServerError> {
+        match wait {
+            Wait::Server => {
+                let mut servers = lanes.iter().filter_map(|&s| self.held[s].as_ref());
+                if let Some(first) = servers.next() {
+                    let mut target = first.conn_ref().cancel_target();
+                    target.also = servers.map(|c| c.conn_ref().cancel_target()).collect();
+                    self.timers.cancel_requests(target, &mut self.to_client);
+                }
+                Ok(())
+            }
+            Wait::Cancelled => Err(self.timers.unanswered()),
+            _ => Ok(()),
         }
     }
 

@@ -94,6 +94,8 @@ pub struct ShardedSession<'a> {
     state: crate::session::state::SessionState,
     /// Per shard: what the client's statements may have left on its server.
     marks: Vec<crate::session::state::Marks>,
+    /// The pool's idle, idle-in-transaction and query time limits, as a plain session's.
+    timers: crate::session::timeouts::Timers,
     /// The schemas of the client's `search_path`, for schema-based sharding.
     search_path: Vec<String>,
     pub from_client: BytesMut,
@@ -164,6 +166,7 @@ impl<'a> ShardedSession<'a> {
     ) -> Self {
         let shards = groups.len();
         let registrar = pool.client_statements();
+        let timers = crate::session::timeouts::Timers::new(&pool.settings);
         ShardedSession {
             app,
             client,
@@ -179,6 +182,7 @@ impl<'a> ShardedSession<'a> {
             // server's and pins it.
             state: crate::session::state::SessionState::new(settings),
             marks: vec![Default::default(); shards],
+            timers,
             from_client,
             to_client: BytesMut::new(),
             held: (0..shards).map(|_| None).collect(),
