@@ -7,10 +7,14 @@
 //! client until the effect ends or the client leaves; then `DISCARD ALL` (the reset of
 //! `client::release`) cleans it before anyone else gets it.
 
+use std::task::{Context, Poll};
+
 use shard::{ShardId, ShardSet};
+use wire::backend::tag;
 
 use super::{ShardedSession, Tx};
-use crate::pool::PinReason;
+use crate::pool::{Checkout, PinReason};
+use crate::server::ServerError;
 use crate::session::error::SessionError;
 use crate::session::read_back;
 use crate::session::state::{Check, Marks};
@@ -142,5 +146,61 @@ impl ShardedSession<'_> {
             marks.checks.insert(Check::Settings);
         }
         Ok(())
+    }
+}
+
+/// A message from a server the client holds while no exchange runs on it (a pinned server
+/// between transactions: a notification for its `LISTEN`, a notice, or its end).
+pub(super) fn poll_held(
+    held: &mut [Option<Checkout>],
+    cx: &mut Context<'_>,
+) -> Poll<(ShardId, Result<wire::Frame, ServerError>)> {
+    for (shard, slot) in held.iter_mut().enumerate() {
+        let Some(checkout) = slot.as_mut() else { continue };
+        let conn = checkout.conn();
+        if conn.is_broken() || conn.tracker.has_pending() {
+            continue;
+        }
+        if let Poll::Ready(r) = conn.poll_frame(cx) {
+            return Poll::Ready((shard, r));
+        }
+    }
+    Poll::Pending
+}
+
+impl ShardedSession<'_> {
+    /// What a held server sent between exchanges: notifications and notices go to the client
+    /// as a dedicated server's would; anything else (a FATAL as it is terminated, its close)
+    /// ends that server, and the pins it held with it.
+    pub(super) fn server_spoke(&mut self, shard: ShardId, said: Result<wire::Frame, ServerError>) {
+        match said {
+            Ok(frame) if matches!(frame.tag(), tag::NOTIFICATION_RESPONSE | tag::NOTICE_RESPONSE) => {
+                self.to_client.extend_from_slice(&frame.into_bytes());
+            }
+            Ok(frame) if frame.tag() == tag::PARAMETER_STATUS => {
+                if let Some(c) = self.held[shard].as_mut() {
+                    if let Err(e) = c.conn().observe(&frame) {
+                        tracing::warn!(shard, error = %e, "a held shard server sent an unreadable parameter");
+                    }
+                }
+            }
+            other => {
+                let why = match other {
+                    Ok(frame) => format!("unexpected message {:?}", frame.tag() as char),
+                    Err(e) => e.to_string(),
+                };
+                tracing::warn!(pool = %self.pool.name, shard, error = %why, "a shard server the client held between transactions ended");
+                if let Some(mut c) = self.held[shard].take() {
+                    c.conn().mark_broken();
+                }
+                self.marks[shard] = Marks::default();
+                if let Tx::Open { failed, participants, writers, .. } = &mut self.tx {
+                    // Its part of the transaction is gone: the rest can only roll back.
+                    *failed = true;
+                    *participants = participants.iter().filter(|&s| s != shard).collect();
+                    *writers = writers.iter().filter(|&s| s != shard).collect();
+                }
+            }
+        }
     }
 }

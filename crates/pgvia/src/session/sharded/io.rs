@@ -153,6 +153,9 @@ impl ShardedSession<'_> {
                 wait = self.timers.expired(), if self.timers.armed() => {
                     return Err(self.timers.closing_error(wait));
                 }
+                (shard, said) = poll_fn(|cx| super::hand_over::poll_held(&mut self.held, cx)) => {
+                    self.server_spoke(shard, said);
+                }
             }
         }
     }
