@@ -9,6 +9,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::shards::{Engine, ENGINES};
 use common::*;
 use tokio_postgres::Client;
 
@@ -219,9 +220,15 @@ async fn case(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn effects_inside_functions_do_blocks_and_execute_do_not_leak() {
+    for engine in ENGINES {
+        effects_do_not_leak_on(engine).await;
+    }
+}
+
+async fn effects_do_not_leak_on(engine: Engine) {
     let pg = start_pg();
     pg.psql(DB, &setup_sql()).expect("setup");
-    let proxy = TestProxy::start(&pool_of_one(&pg)).await;
+    let proxy = engine.start(&pool_of_one(&pg), &pg).await;
     let direct = connect(&direct_conninfo(&pg, USER, PASSWORD, DB)).await.expect("direct");
     // What a client that just connected sees, asked of PostgreSQL itself.
     let fresh = {
@@ -238,7 +245,7 @@ async fn effects_inside_functions_do_blocks_and_execute_do_not_leak() {
     }
     assert!(
         failures.is_empty(),
-        "{} of {} cases leaked:\n{}",
+        "{engine:?} session engine: {} of {} cases leaked:\n{}",
         failures.len(),
         4 * EFFECTS.len(),
         failures.join("\n")
@@ -251,9 +258,16 @@ async fn effects_inside_functions_do_blocks_and_execute_do_not_leak() {
 /// (drivers prepare once and run many times): each run counts, not only the Parse.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_prepared_earlier_counts_each_time_it_runs() {
+    for engine in ENGINES {
+        prepared_earlier_on(engine).await;
+    }
+}
+
+async fn prepared_earlier_on(engine: Engine) {
+    eprintln!("-- the {engine:?} session engine");
     let pg = start_pg();
     pg.psql(DB, &setup_sql()).expect("setup");
-    let proxy = TestProxy::start(&pool_of_one(&pg)).await;
+    let proxy = engine.start(&pool_of_one(&pg), &pg).await;
     let fresh = {
         let c = connect(&direct_conninfo(&pg, USER, PASSWORD, DB)).await.expect("direct");
         row(&c, SESSION).await.expect("fresh session")

@@ -1,11 +1,13 @@
 //! Session time limits and per-user client limits: each ends or interrupts the client with
-//! its own SQLSTATE, and a server taken from a client is clean for the next one.
+//! its own SQLSTATE, and a server taken from a client is clean for the next one. The time
+//! limits are tested on both session engines (an unsharded and a sharded database).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::raw::{query, RawConn};
+use common::shards::{Engine, ENGINES};
 use common::*;
 
 fn config(pg: &harness::Cluster, limits: &[&str]) -> ConfigBuilder {
@@ -29,8 +31,15 @@ fn error_of(msgs: &[raw::Msg]) -> Option<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_in_transaction_timeout_rolls_back_and_frees_the_server() {
+    for engine in ENGINES {
+        idle_in_transaction_timeout_rolls_back_and_frees_the_server_on(engine).await;
+    }
+}
+
+async fn idle_in_transaction_timeout_rolls_back_and_frees_the_server_on(engine: Engine) {
+    eprintln!("-- the {engine:?} session engine");
     let pg = start_pg();
-    let proxy = TestProxy::start(&config(&pg, &["idle_in_transaction_timeout = \"300ms\""])).await;
+    let proxy = engine.start(&config(&pg, &["idle_in_transaction_timeout = \"300ms\""]), &pg).await;
     let setup = proxy.connect(USER, PASSWORD, DB).await;
     setup.batch_execute("CREATE TABLE t (a int)").await.unwrap();
     drop(setup);
@@ -64,8 +73,15 @@ async fn idle_in_transaction_timeout_rolls_back_and_frees_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_idle_timeout_closes_silent_clients_only() {
+    for engine in ENGINES {
+        client_idle_timeout_closes_silent_clients_only_on(engine).await;
+    }
+}
+
+async fn client_idle_timeout_closes_silent_clients_only_on(engine: Engine) {
+    eprintln!("-- the {engine:?} session engine");
     let pg = start_pg();
-    let proxy = TestProxy::start(&config(&pg, &["client_idle_timeout = \"400ms\""])).await;
+    let proxy = engine.start(&config(&pg, &["client_idle_timeout = \"400ms\""]), &pg).await;
 
     // Busy: a query every 100 ms for well past the limit.
     let mut busy = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.unwrap();
@@ -88,8 +104,15 @@ async fn client_idle_timeout_closes_silent_clients_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn query_timeout_cancels_the_query_and_keeps_the_session() {
+    for engine in ENGINES {
+        query_timeout_cancels_the_query_and_keeps_the_session_on(engine).await;
+    }
+}
+
+async fn query_timeout_cancels_the_query_and_keeps_the_session_on(engine: Engine) {
+    eprintln!("-- the {engine:?} session engine");
     let pg = start_pg();
-    let proxy = TestProxy::start(&config(&pg, &["query_timeout = \"300ms\""])).await;
+    let proxy = engine.start(&config(&pg, &["query_timeout = \"300ms\""]), &pg).await;
     let mut a = RawConn::login(proxy.addr, USER, PASSWORD, DB).await.unwrap();
     let started = Instant::now();
     a.send(&query("SELECT pg_sleep(20)")).await;

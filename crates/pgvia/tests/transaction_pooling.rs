@@ -1,9 +1,12 @@
 //! Transaction pooling: many clients share a few servers, and each keeps its own session.
+//! The tests of what a session keeps and leaves run on both session engines (an unsharded
+//! and a sharded database, `common::shards::Engine`).
 
 mod common;
 
 use std::time::Duration;
 
+use common::shards::{Engine, ENGINES};
 use common::*;
 use futures_util::future::join_all;
 use tokio_postgres::SimpleQueryMessage;
@@ -90,8 +93,15 @@ async fn every_client_keeps_its_own_settings_over_five_servers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolled_back_and_reset_settings_behave_as_on_a_dedicated_server() {
+    for engine in ENGINES {
+        rolled_back_and_reset_settings_behave_as_on_a_dedicated_server_on(engine).await;
+    }
+}
+
+async fn rolled_back_and_reset_settings_behave_as_on_a_dedicated_server_on(engine: Engine) {
+    eprintln!("-- the {engine:?} session engine");
     let pg = start_pg();
-    let proxy = TestProxy::start(&transaction_config(&pg, 2)).await;
+    let proxy = engine.start(&transaction_config(&pg, 2), &pg).await;
     let conninfo = format!("{} application_name=startup-name", proxy.conninfo(USER, PASSWORD, DB));
     let client = connect(&conninfo).await.unwrap();
     // Keep the other server busy with someone else's settings, so servers really switch.
@@ -124,8 +134,15 @@ async fn rolled_back_and_reset_settings_behave_as_on_a_dedicated_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_advisory_locks_pin_and_never_outlive_their_client() {
+    for engine in ENGINES {
+        session_advisory_locks_pin_and_never_outlive_their_client_on(engine).await;
+    }
+}
+
+async fn session_advisory_locks_pin_and_never_outlive_their_client_on(engine: Engine) {
+    eprintln!("-- the {engine:?} session engine");
     let pg = start_pg();
-    let proxy = TestProxy::start(&transaction_config(&pg, 3)).await;
+    let proxy = engine.start(&transaction_config(&pg, 3), &pg).await;
     let a = proxy.connect(USER, PASSWORD, DB).await;
     let b = proxy.connect(USER, PASSWORD, DB).await;
     assert_eq!(row(&a, "SELECT pg_advisory_lock(4242)::text").await, [""]);
@@ -162,8 +179,15 @@ async fn session_advisory_locks_pin_and_never_outlive_their_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_killed_mid_transaction_leaves_nothing_behind() {
+    for engine in ENGINES {
+        a_client_killed_mid_transaction_leaves_nothing_behind_on(engine).await;
+    }
+}
+
+async fn a_client_killed_mid_transaction_leaves_nothing_behind_on(engine: Engine) {
+    eprintln!("-- the {engine:?} session engine");
     let pg = start_pg();
-    let proxy = TestProxy::start(&transaction_config(&pg, 1)).await;
+    let proxy = engine.start(&transaction_config(&pg, 1), &pg).await;
     let setup = proxy.connect(USER, PASSWORD, DB).await;
     setup.batch_execute("CREATE TABLE killed (x int)").await.unwrap();
     drop(setup);
@@ -288,9 +312,16 @@ async fn a_lone_begin_takes_no_server_and_keeps_its_options() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gone_right_after_its_last_message_leaves_a_clean_server() {
+    for engine in ENGINES {
+        a_client_gone_right_after_its_last_message_leaves_a_clean_server_on(engine).await;
+    }
+}
+
+async fn a_client_gone_right_after_its_last_message_leaves_a_clean_server_on(engine: Engine) {
+    eprintln!("-- the {engine:?} session engine");
     use common::raw::{bind, close_statement, execute, parse, query, sync, RawConn};
     let pg = start_pg();
-    let proxy = TestProxy::start(&transaction_config(&pg, 1)).await;
+    let proxy = engine.start(&transaction_config(&pg, 1), &pg).await;
     // Each client sends its last messages and closes its socket at once (a driver whose
     // runtime shuts down right after dropping a statement): the relay learns of the close
     // before it wrote the messages to the server. The server must still get them, answer,

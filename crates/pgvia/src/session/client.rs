@@ -598,31 +598,6 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// After a transaction that ran something whose effects its text does not show (a user
-    /// function, a `DO` block, `EXECUTE`): reads back settings, pins and listened channels in
-    /// one round trip, then carries, pins or moves them as for effects the analysis saw.
-    async fn refresh_everything(&mut self) -> Result<(), SessionError> {
-        let timeout = self.app.config().general.server_reset_timeout;
-        let Some(checkout) = self.server.as_mut() else { return Ok(()) };
-        let conn = checkout.conn();
-        let rows = conn.query_rows(&state::full_check_query(&self.pool.key.user), timeout).await?;
-        let report = state::ServerReport::read(rows)
-            .ok_or(SessionError::ProtocolState("unexpected session check reply"))?;
-        self.state.reach = state::Reach::Seen;
-        let added = self.state.set_checked_pins(&report.pins);
-        for reason in added.reasons() {
-            self.pool.stats.pins[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::info!(pool = %self.pool.name, reason = reason.as_str(), "a function or DO block pinned the client to its server until the effect ends");
-        }
-        conn.applied = self.state.set_settings_from_server(report.settings).into_iter().collect();
-        settings::apply(conn, &self.state.settings, timeout).await?;
-        if !report.listening.is_empty() || self.state.checks.contains(state::Check::Listening) {
-            self.move_listening(report.listening).await?;
-        }
-        self.tell_parameter_changes();
-        Ok(())
-    }
-
     /// [`Self::refresh_state_once`], run again once if a cancel interrupted it: a client's
     /// cancel that reaches the server just after its statement ended (two cancels sent at
     /// once, or one racing the statement's end) lands on pgvia's own read-back. Directly
@@ -644,41 +619,28 @@ impl Session<'_> {
     }
 
     /// At the end of a transaction that may have changed the session: reads the settings and
-    /// the pins back from the server, restores startup settings a RESET took away, and tells
-    /// the client about parameters that changed on the way.
+    /// the pins back from the server (everything, after something whose effects its text does
+    /// not show: a user function, a `DO` block, `EXECUTE`), restores startup settings a RESET
+    /// took away, moves listened channels to the hub, and tells the client about parameters
+    /// that changed on the way.
     async fn refresh_state_once(&mut self) -> Result<(), SessionError> {
-        if self.state.reach == state::Reach::Everything {
-            return self.refresh_everything().await;
-        }
         let timeout = self.app.config().general.server_reset_timeout;
-        let user = self.pool.key.user.clone();
-        if self.state.checks.contains(state::Check::Listening) {
+        let everything = self.state.reach == state::Reach::Everything;
+        if !everything && self.state.checks.contains(state::Check::Listening) {
             self.move_listens().await?;
         }
         let Some(checkout) = self.server.as_mut() else { return Ok(()) };
-        let conn = checkout.conn();
-        if self.state.checks.contains(state::Check::Pins) && !self.state.pins.is_empty() {
-            let rows = conn.query_rows(&state::pin_check_query(&user), timeout).await?;
-            let row = rows.first().ok_or(SessionError::ProtocolState("pin check returned no row"))?;
-            let held: Vec<_> = state::pin_check_reasons()
-                .into_iter()
-                .zip(row.iter())
-                .map(|(reason, v)| (reason, v.as_deref() == Some("t")))
-                .collect();
-            self.state.set_checked_pins(&held);
+        let found =
+            super::read_back::read_back(checkout.conn(), &mut self.state, &self.pool.key.user, timeout)
+                .await?;
+        for reason in found.added.reasons() {
+            self.pool.stats.pins[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(pool = %self.pool.name, reason = reason.as_str(), "a function or DO block pinned the client to its server until the effect ends");
         }
-        self.state.checks.remove(state::Check::Pins);
-        if self.state.checks.contains(state::Check::Settings) {
-            let rows = conn.query_rows(state::SESSION_SETTINGS_QUERY, timeout).await?;
-            let reported = rows
-                .into_iter()
-                .filter_map(|r| match r.as_slice() {
-                    [Some(name), Some(value)] => Some((name.clone(), value.clone())),
-                    _ => None,
-                })
-                .collect();
-            conn.applied = self.state.set_settings_from_server(reported).into_iter().collect();
-            settings::apply(conn, &self.state.settings, timeout).await?;
+        if let Some(listening) = found.listening {
+            if !listening.is_empty() || self.state.checks.contains(state::Check::Listening) {
+                self.move_listening(listening).await?;
+            }
         }
         self.tell_parameter_changes();
         Ok(())

@@ -16,6 +16,7 @@ mod login;
 mod memo;
 mod meter;
 mod pipelined;
+mod read_back;
 mod relay;
 mod retry;
 mod server_scan;

@@ -100,6 +100,14 @@ pub enum Reach {
 pub enum Via {
     Query,
     Extended,
+/// What one server holds of a session apart from its settings: the pins, and what to read
+/// back. The sharded session keeps one per shard and swaps it into its [`SessionState`]
+/// around the shared observation and read-back (`read_back.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub pins: Pins,
+    pub checks: Checks,
+    pub reach: Reach,
 }
 
 /// Per-client session state for transaction pooling.
@@ -136,6 +144,22 @@ impl SessionState {
         !self.strings_may_change
             && self.reach == Reach::Seen
             && reported.get("standard_conforming_strings").is_none_or(|v| v == "on")
+    /// Exchanges the per-server part of the state with `marks` (one server's of several).
+    pub fn swap_marks(&mut self, marks: &mut Marks) {
+        std::mem::swap(&mut self.pins, &mut marks.pins);
+        std::mem::swap(&mut self.checks, &mut marks.checks);
+        std::mem::swap(&mut self.reach, &mut marks.reach);
+    }
+
+    /// For a session that cannot move its channels to the notification hub (a sharded one):
+    /// a `LISTEN` seen keeps the server, until the pin check finds it listens to nothing.
+    pub fn pin_listening(&mut self) {
+        if self.checks.contains(Check::Listening) {
+            self.checks.remove(Check::Listening);
+            self.unlistens.clear();
+            self.pins.insert(PinReason::Listen);
+            self.checks.insert(Check::Pins);
+        }
     }
 
     /// Takes note of what the statements of a query may do to the session. Returns the pins

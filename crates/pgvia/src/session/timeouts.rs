@@ -153,8 +153,14 @@ impl Timers {
     /// (the server connection counts it as in flight, so it is not handed on before the
     /// cancel lands) and warns the client, whose request then fails with the server's 57014.
     pub fn cancel_request(&mut self, server: &ServerConn, to_client: &mut bytes::BytesMut) {
+        self.cancel_requests(server.cancel_target(), to_client);
+    }
+
+    /// As [`Self::cancel_request`], for a request running on every server of `target` (the
+    /// shards of a cross-shard exchange).
+    pub fn cancel_requests(&mut self, target: crate::cancel::CancelTarget, to_client: &mut bytes::BytesMut) {
         // Counted in flight now, before this task returns to the relay.
-        let cancel = crate::cancel::ArmedCancel::for_held_server(server.cancel_target());
+        let cancel = crate::cancel::ArmedCancel::for_held_server(target);
         let timeout = self.timed.as_deref().map_or(Duration::ZERO, |t| t.cancel_timeout);
         tokio::spawn(async move {
             if let Err(e) = crate::cancel::forward(cancel, timeout).await {

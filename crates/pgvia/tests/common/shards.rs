@@ -80,3 +80,42 @@ pub fn config_with(
     toml.replace_range(start..end, &db);
     toml
 }
+
+/// `builder`'s configuration with its database `app` made a sharded one over `shards`, each
+/// with its own pool of the builder's `[pool]` settings and no sharded table (every table is
+/// omnisharded): the sharded session engine, where the unsharded tests run against the plain
+/// one.
+pub fn sharded_over(builder: &ConfigBuilder, shards: &[&Cluster]) -> String {
+    let mut toml = builder.toml();
+    let start = toml.find("[[databases]]").expect("databases");
+    let end = toml.find("[[users]]").expect("users");
+    let mut db = format!("[[databases]]\nname = \"{DB}\"\nunsharded_tables = \"omnisharded\"\n");
+    for s in shards {
+        db.push_str(&format!("\n[[databases.shards]]\nhost = \"{}\"\nport = {}\n", s.host(), s.port()));
+    }
+    db.push('\n');
+    toml.replace_range(start..end, &db);
+    toml
+}
+
+/// The two session engines a test of the session's guarantees runs against: database `app`
+/// unsharded (the plain session) and sharded over the same cluster as its one shard (the
+/// sharded session), with the same `[pool]` settings, so `pool_size = 1` is one server per
+/// shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Plain,
+    Sharded,
+}
+
+pub const ENGINES: [Engine; 2] = [Engine::Plain, Engine::Sharded];
+
+impl Engine {
+    /// pgvia serving `builder`'s configuration through this engine, over `pg`.
+    pub async fn start(self, builder: &ConfigBuilder, pg: &Cluster) -> super::TestProxy {
+        match self {
+            Engine::Plain => super::TestProxy::start(builder).await,
+            Engine::Sharded => super::TestProxy::start_toml(&sharded_over(builder, &[pg])).await,
+        }
+    }
+}

@@ -271,6 +271,7 @@ impl ShardedSession<'_> {
                         return Ok(());
                     }
                     writes |= analysis.writes();
+                    self.observe(set, &analysis);
                     // The strongest note of the batch's statements: `DISCARD ALL` bound here
                     // drops the servers' statements as a simple query's does.
                     match ServerNote::of(&analysis) {

@@ -16,6 +16,7 @@ use crate::routing::Target as Role;
 use crate::server::ServerError;
 use crate::session::error::SessionError;
 use crate::session::settings;
+use crate::session::timeouts::Wait;
 
 /// Client output is written once this much is waiting, so large results stream.
 const CLIENT_FLUSH: usize = 64 * 1024;
@@ -133,6 +134,11 @@ impl ShardedSession<'_> {
                 return Err(SessionError::Shutdown);
             }
             self.flush_client().await?;
+            self.timers.enter(if matches!(self.tx, Tx::Open { .. }) || !batch.is_empty() {
+                Wait::IdleInTransaction
+            } else {
+                Wait::ClientIdle
+            });
             tokio::select! {
                 changed = self.shutdown.changed() => {
                     if changed.is_err() {
@@ -141,9 +147,15 @@ impl ShardedSession<'_> {
                 }
                 r = self.client.read_buf(&mut self.from_client) => match r {
                     Ok(0) => return Ok(Unit::Terminate),
-                    Ok(_) => {}
+                    Ok(_) => self.timers.restart(),
                     Err(e) => return Err(SessionError::ClientIo(e)),
                 },
+                wait = self.timers.expired(), if self.timers.armed() => {
+                    return Err(self.timers.closing_error(wait));
+                }
+                (shard, said) = poll_fn(|cx| super::hand_over::poll_held(&mut self.held, cx)) => {
+                    self.server_spoke(shard, said);
+                }
             }
         }
     }
@@ -175,7 +187,7 @@ impl ShardedSession<'_> {
             .checkout(role, Some(&self.patron))
             .await
             .map_err(|e| ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))))?;
-        if let Err(e) = settings::apply(checkout.conn(), &self.settings, timeout).await {
+        if let Err(e) = settings::apply(checkout.conn(), &self.state.settings, timeout).await {
             return Err(ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))));
         }
         self.held[shard] = Some(checkout);
@@ -349,9 +361,10 @@ impl ShardedSession<'_> {
             if flight.fan.finished().is_some() || (until_copy_in && flight.fan.copy_in_started()) {
                 return Ok(());
             }
+            self.timers.enter(Wait::Server);
             let held = &mut self.held;
             let (lanes, fan) = (&flight.lanes, &flight.fan);
-            let (i, frame) = poll_fn(|cx| {
+            let next = poll_fn(|cx| {
                 for (i, &shard) in lanes.iter().enumerate() {
                     if !fan.wants_input(i) {
                         continue;
@@ -362,8 +375,14 @@ impl ShardedSession<'_> {
                     }
                 }
                 Poll::Pending
-            })
-            .await;
+            });
+            let (i, frame) = tokio::select! {
+                next = next => next,
+                wait = self.timers.expired(), if self.timers.armed() => {
+                    self.query_timed_out(wait, &flight.lanes)?;
+                    continue;
+                }
+            };
             let frame = frame?;
             if let Some(checkout) = self.held[flight.lanes[i]].as_mut() {
                 let conn = checkout.conn();
@@ -461,11 +480,36 @@ impl ShardedSession<'_> {
                 })?;
                 flight.reply_start = 0;
             }
+            self.timers.enter(Wait::Server);
             let Some(checkout) = self.held[shard].as_mut() else {
                 return Err(ServerError::Desync("no server held for a shard of the exchange"));
             };
             let conn = checkout.conn();
-            poll_fn(|cx| conn.poll_fill(cx)).await?;
+            tokio::select! {
+                filled = poll_fn(|cx| conn.poll_fill(cx)) => filled?,
+                wait = self.timers.expired(), if self.timers.armed() => {
+                    self.query_timed_out(wait, &flight.lanes)?;
+                }
+            }
+        }
+    }
+
+    /// A time limit passed while the exchange waited for its shards: at `query_timeout`
+    /// every shard's server is sent a cancel (the request then fails with their 57014, as a
+    /// plain session's does); when even the cancel goes unanswered, the exchange fails.
+    fn query_timed_out(&mut self, wait: Wait, lanes: &[ShardId]) -> Result<(), ServerError> {
+        match wait {
+            Wait::Server => {
+                let mut servers = lanes.iter().filter_map(|&s| self.held[s].as_ref());
+                if let Some(first) = servers.next() {
+                    let mut target = first.conn_ref().cancel_target();
+                    target.also = servers.map(|c| c.conn_ref().cancel_target()).collect();
+                    self.timers.cancel_requests(target, &mut self.to_client);
+                }
+                Ok(())
+            }
+            Wait::Cancelled => Err(self.timers.unanswered()),
+            _ => Ok(()),
         }
     }
 
@@ -616,6 +660,7 @@ impl ShardedSession<'_> {
                 c.conn().mark_broken();
             }
         }
+        self.forget_dropped();
         self.errored = true;
         let message = format!("shard {shard} failed: {error}");
         wire::build::ErrorFields::error(SqlState::CONNECTION_FAILURE, &message).write(&mut self.to_client);
@@ -639,65 +684,6 @@ impl ShardedSession<'_> {
                 }
             }
         }
-    }
-
-    /// Gives every held server back to its pool (between transactions). From here on a
-    /// cancel from this client finds no target, and one already sent must have been acted
-    /// on before a server serves anyone else.
-    pub(super) async fn give_back_all(&mut self) {
-        self.cancel.slot.set(None);
-        for slot in &mut self.held {
-            if let Some(c) = slot.take() {
-                if c.conn_ref().cancels.settled(crate::server::CANCEL_SETTLE).await {
-                    c.give_back_idle();
-                } else {
-                    tracing::warn!("a cancel request did not complete; closing its shard server");
-                    drop(c);
-                }
-            }
-        }
-    }
-
-    /// At the end of the session: servers still in a transaction are reset (rolled back)
-    /// before they go back to their pools.
-    pub(super) async fn release_all(&mut self) {
-        for slot in &mut self.held {
-            if let Some(c) = slot.take() {
-                crate::session::client::release(self.app, Some(c), &[]).await;
-            }
-        }
-    }
-
-    /// After a `SET`/`RESET` ran: the client's settings as the server now has them, so the
-    /// next servers it is given get the same.
-    pub(super) async fn learn_settings(&mut self, targets: ShardSet) -> Result<(), SessionError> {
-        let timeout = self.app.config().general.server_reset_timeout;
-        let Some(shard) = targets.first() else { return Ok(()) };
-        let server = match self.held[shard].as_mut() {
-            Some(c) => c,
-            None => {
-                if let Err(e) = self.ensure_server(shard, false).await {
-                    tracing::warn!(shard, error = %e, "could not read the session's settings back");
-                    return Ok(());
-                }
-                let Some(c) = self.held[shard].as_mut() else { return Ok(()) };
-                c
-            }
-        };
-        let rows = server.conn().query_rows(crate::session::state::SESSION_SETTINGS_QUERY, timeout).await?;
-        self.settings = rows
-            .into_iter()
-            .filter_map(|r| match r.as_slice() {
-                [Some(name), Some(value)] => Some((name.clone(), value.clone())),
-                _ => None,
-            })
-            .collect();
-        self.search_path = super::search_path_of(&self.settings);
-        server.conn().applied = self.settings.iter().cloned().collect();
-        if matches!(self.tx, Tx::Idle) {
-            self.give_back_all().await;
-        }
-        Ok(())
     }
 }
 

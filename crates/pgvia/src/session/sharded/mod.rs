@@ -17,6 +17,7 @@ mod control;
 mod copy;
 mod extended;
 mod fanout;
+mod hand_over;
 mod io;
 mod kept;
 mod key_move;
@@ -87,9 +88,14 @@ pub struct ShardedSession<'a> {
     pub decoder: FrameDecoder,
     pub shutdown: crate::clients::PhaseWatch,
     pub patron: PatronRef,
-    /// The client's settings (startup and `SET`), brought to every server it is given.
-    /// Whatever sets them sets `search_path` from them too.
-    settings: Vec<(String, String)>,
+    /// The client's settings (startup and `SET`), brought to every server it is given, and
+    /// the pins and read-backs of the shard whose marks are swapped in (`hand_over.rs`).
+    /// Whatever sets the settings sets `search_path` from them too.
+    state: crate::session::state::SessionState,
+    /// Per shard: what the client's statements may have left on its server.
+    marks: Vec<crate::session::state::Marks>,
+    /// The pool's idle, idle-in-transaction and query time limits, as a plain session's.
+    timers: crate::session::timeouts::Timers,
     /// The schemas of the client's `search_path`, for schema-based sharding.
     search_path: Vec<String>,
     pub from_client: BytesMut,
@@ -160,6 +166,7 @@ impl<'a> ShardedSession<'a> {
     ) -> Self {
         let shards = groups.len();
         let registrar = pool.client_statements();
+        let timers = crate::session::timeouts::Timers::new(&pool.settings);
         ShardedSession {
             app,
             client,
@@ -171,7 +178,11 @@ impl<'a> ShardedSession<'a> {
             shutdown,
             patron,
             search_path: search_path_of(&settings),
-            settings,
+            // The session's own statements are followed (`kept.rs`); a SQL PREPARE is the
+            // server's and pins it.
+            state: crate::session::state::SessionState::new(settings),
+            marks: vec![Default::default(); shards],
+            timers,
             from_client,
             to_client: BytesMut::new(),
             held: (0..shards).map(|_| None).collect(),
@@ -440,6 +451,7 @@ impl<'a> ShardedSession<'a> {
                     let mut query = BytesMut::new();
                     wire::build::query(&mut query, &shard_sql);
                     let combine = Combine::Merge(Box::new(merge));
+                    self.observe(targets, &analysis);
                     return self.exchange(targets, io::Payload::Same(&query), combine, &[], writes).await;
                 }
                 Ok(None) => {}
@@ -458,6 +470,7 @@ impl<'a> ShardedSession<'a> {
         let settings = analysis
             .statements()
             .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
+        self.observe(targets, &analysis);
         self.exchange(targets, io::Payload::Same(&frame), combine, &[], writes).await?;
         if settings {
             self.learn_settings(targets).await?;
