@@ -174,6 +174,12 @@ async fn writing_cte_is_refused_not_run_on_the_outer_statements_shard() {
     )
     .await;
     refused(&s, "EXPLAIN ANALYZE INSERT INTO users VALUES (101, 'e')", &["EXPLAIN ANALYZE", "users"]).await;
+    refused(
+        &s,
+        "COPY (INSERT INTO users (id, n) VALUES (102, 'c') RETURNING id) TO STDOUT",
+        &["COPY", "users"],
+    )
+    .await;
     // The same statements, one at a time, do what PostgreSQL does.
     both(&s, &format!("DELETE FROM users WHERE id = {b}")).await;
     both(&s, &format!("UPDATE users SET n = 'z' WHERE id = {a}")).await;
