@@ -273,13 +273,41 @@ impl<'a> Statement<'a> {
         (!self.data.conds.usize().is_empty()).then(|| Condition::at(self.analysis, start))
     }
 
-    /// For `UPDATE`: the columns its `SET` clause assigns.
+    /// For `UPDATE`: the columns its `SET` clause assigns; for `MERGE`, those of its `UPDATE`
+    /// actions.
     pub fn updated_columns(&self) -> impl ExactSizeIterator<Item = &'a str> + 'a {
         let a = self.analysis;
         a.entries[self.data.set_columns.usize()].iter().map(move |e| match e {
             Entry::Column(s) => a.str(*s),
             _ => "",
         })
+    }
+
+    /// Tables written by a data-modifying statement inside this one (a `WITH` query at any
+    /// depth, a subquery, the body of `EXPLAIN ANALYZE` or `COPY (...)`) rather than by the
+    /// statement itself; those writes have conditions and rows of their own.
+    pub fn nested_writes(&self) -> impl Iterator<Item = TableRef<'a>> + 'a {
+        let a = self.analysis;
+        a.entries[self.data.tables.usize()].iter().filter_map(move |e| match e {
+            Entry::Table(t) if t.nested => Some(TableRef::new(a, t)),
+            _ => None,
+        })
+    }
+
+    /// For `INSERT ... ON CONFLICT DO UPDATE`: the columns its `SET` assigns to anything but
+    /// their own current value (`SET k = k`, `SET k = EXCLUDED.k` with the conflict on `k`,
+    /// are left out).
+    pub fn upsert_assigned_columns(&self) -> impl ExactSizeIterator<Item = &'a str> + 'a {
+        let a = self.analysis;
+        a.entries[self.data.conflict_sets.usize()].iter().map(move |e| match e {
+            Entry::Column(s) => a.str(*s),
+            _ => "",
+        })
+    }
+
+    /// For `MERGE`: whether it has a `WHEN NOT MATCHED THEN INSERT` action.
+    pub fn merge_inserts(&self) -> bool {
+        self.data.merge_inserts
     }
 
     /// For `INSERT`: whether it has an `ON CONFLICT` clause.

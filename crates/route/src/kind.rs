@@ -52,6 +52,14 @@ impl<'t> Walker<'t, '_> {
         let k0 = self.s.conds.len();
         self.set_columns = None;
         self.want_predicates = true;
+        self.top_dml = matches!(
+            node,
+            Node::SelectStmt(_)
+                | Node::InsertStmt(_)
+                | Node::UpdateStmt(_)
+                | Node::DeleteStmt(_)
+                | Node::MergeStmt(_)
+        );
         let head = self.classify(node)?;
         self.want_predicates = false;
         self.s.dedup_tables(t0);
@@ -71,6 +79,8 @@ impl<'t> Walker<'t, '_> {
             conds: range(k0, self.s.conds.len()),
             set_columns: self.set_columns.take().unwrap_or_default(),
             on_conflict: head.on_conflict,
+            conflict_sets: self.conflict_sets.take().unwrap_or_default(),
+            merge_inserts: self.merge_inserts,
             insert: head.insert,
         });
         Ok(())
@@ -391,7 +401,12 @@ impl<'t> Walker<'t, '_> {
             };
             let schema = self.opt(schema);
             let name = self.s.intern(name);
-            self.s.tables.push(crate::store::TableData { schema, name, access: Access::Write });
+            self.s.tables.push(crate::store::TableData {
+                schema,
+                name,
+                access: Access::Write,
+                nested: false,
+            });
         }
         Ok(())
     }

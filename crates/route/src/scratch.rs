@@ -114,6 +114,7 @@ impl Scratch {
         for read in from..tail.len() {
             if write > from && self.table_order(&tail[write - 1], &tail[read]) == Ordering::Equal {
                 tail[write - 1].access = tail[write - 1].access.merge(tail[read].access);
+                tail[write - 1].nested |= tail[read].nested;
             } else {
                 tail[write] = tail[read];
                 write += 1;
@@ -145,6 +146,7 @@ impl Scratch {
             s.preds = s.preds.shifted(p_base);
             s.conds = s.conds.shifted(k_base);
             s.set_columns = s.set_columns.shifted(c_base);
+            s.conflict_sets = s.conflict_sets.shifted(c_base);
             if let Some(ins) = &mut s.insert {
                 ins.columns = ins.columns.shifted(c_base);
             }

@@ -59,6 +59,11 @@ pub(crate) struct StmtData {
     pub set_columns: Range32,
     /// For `INSERT`: it has an `ON CONFLICT` clause.
     pub on_conflict: bool,
+    /// For `INSERT ... ON CONFLICT DO UPDATE`: the columns it assigns to anything but their
+    /// own current value (`Entry::Column`).
+    pub conflict_sets: Range32,
+    /// For `MERGE`: it has a `WHEN NOT MATCHED THEN INSERT` action.
+    pub merge_inserts: bool,
     pub insert: Option<InsertData>,
 }
 
@@ -76,6 +81,9 @@ pub(crate) struct TableData {
     pub schema: Option<Span>,
     pub name: Span,
     pub access: Access,
+    /// Written by a data-modifying statement inside the statement (a `WITH` query, a
+    /// subquery, the body of `EXPLAIN ANALYZE` or `COPY (...)`), not by the statement itself.
+    pub nested: bool,
 }
 
 #[derive(Debug, Clone, Copy)]

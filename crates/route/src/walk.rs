@@ -9,11 +9,11 @@
 use std::collections::HashMap;
 
 use pg_raw_parse::list::NodeList;
+use pg_raw_parse::nodes::{CmdType, LockClauseStrength, OnCommitAction, OnConflictAction};
 use pg_raw_parse::nodes::{
-    DeleteStmt, InsertStmt, LockingClause, MergeStmt, RangeVar, ReturningClause, SelectStmt, UpdateStmt,
-    WithClause,
+    DeleteStmt, InsertStmt, LockingClause, MergeStmt, OnConflictClause, RangeVar, ResTarget, ReturningClause,
+    SelectStmt, UpdateStmt, WithClause,
 };
-use pg_raw_parse::nodes::{LockClauseStrength, OnCommitAction};
 use pg_raw_parse::Node;
 
 use crate::model::{Access, RowLock};
@@ -64,8 +64,19 @@ pub(crate) struct Walker<'t, 's> {
     pub lock: Option<RowLock>,
     /// Per statement: literal values were dropped for exceeding `max_values`.
     pub truncated: bool,
-    /// Per statement: the columns the top-level `UPDATE` assigns.
+    /// Per statement: the columns the top-level `UPDATE` (or `MERGE`'s `UPDATE` actions)
+    /// assign.
     pub set_columns: Option<Range32>,
+    /// Set for a top-level statement that is itself a DML statement; the first one to start
+    /// takes it. Writes that start without it are inside another statement (a `WITH`
+    /// query, a subquery, `EXPLAIN ANALYZE`, `COPY (...)`), and their tables are marked so
+    /// that shard routing can see every write, not only the outer one.
+    pub(crate) top_dml: bool,
+    /// Per statement: the top-level `MERGE` has a `WHEN NOT MATCHED THEN INSERT` action.
+    pub merge_inserts: bool,
+    /// Per statement: the columns the top-level `INSERT ... ON CONFLICT DO UPDATE` assigns
+    /// to anything but their own current value.
+    pub conflict_sets: Option<Range32>,
 }
 
 impl<'t, 's> Walker<'t, 's> {
@@ -90,6 +101,9 @@ impl<'t, 's> Walker<'t, 's> {
             lock: None,
             truncated: false,
             set_columns: None,
+            top_dml: false,
+            merge_inserts: false,
+            conflict_sets: None,
         }
     }
 
@@ -97,6 +111,8 @@ impl<'t, 's> Walker<'t, 's> {
         self.writes = false;
         self.lock = None;
         self.truncated = false;
+        self.merge_inserts = false;
+        self.conflict_sets = None;
         self.ctes.clear();
         self.cte_index = None;
     }
@@ -173,6 +189,7 @@ impl<'t, 's> Walker<'t, 's> {
     }
 
     pub fn select(&mut self, s: &'t SelectStmt) -> W {
+        self.top_dml = false;
         let predicates = std::mem::take(&mut self.want_predicates);
         let mark = self.with(s.with_clause())?;
         if let Some(l) = s.larg() {
@@ -236,10 +253,11 @@ impl<'t, 's> Walker<'t, 's> {
         // Inserts have no WHERE; their VALUES are read by `insert_values` instead, and the
         // flag must not leak into the inserted SELECT.
         self.want_predicates = false;
+        let top = std::mem::take(&mut self.top_dml);
         let mark = self.with(s.with_clause())?;
         self.writes = true;
         if let Some(rel) = s.relation() {
-            self.relation(rel, Access::Write, false)?;
+            self.written(rel, top)?;
         }
         self.list(s.cols())?;
         self.dml(s.select_stmt())?;
@@ -252,6 +270,16 @@ impl<'t, 's> Walker<'t, 's> {
                 self.expr(t.val())?;
             }
             self.expr(oc.where_clause())?;
+            if top && oc.action == OnConflictAction::ONCONFLICT_UPDATE {
+                let c0 = self.s.columns.len();
+                for t in oc.target_list() {
+                    if !self_assignment(t, s.relation(), oc) {
+                        let span = self.s.intern(t.name().unwrap_or(""));
+                        self.s.columns.push(span);
+                    }
+                }
+                self.conflict_sets = Some(range(c0, self.s.columns.len()));
+            }
         }
         self.returning(s.returning_clause())?;
         self.truncate_ctes(mark);
@@ -260,10 +288,11 @@ impl<'t, 's> Walker<'t, 's> {
 
     pub fn update(&mut self, s: &'t UpdateStmt) -> W {
         let predicates = std::mem::take(&mut self.want_predicates);
+        let top = std::mem::take(&mut self.top_dml);
         let mark = self.with(s.with_clause())?;
         self.writes = true;
         if let Some(rel) = s.relation() {
-            self.relation(rel, Access::Write, false)?;
+            self.written(rel, top)?;
         }
         for t in s.target_list() {
             self.expr(t.val())?;
@@ -290,10 +319,11 @@ impl<'t, 's> Walker<'t, 's> {
 
     pub fn delete(&mut self, s: &'t DeleteStmt) -> W {
         let predicates = std::mem::take(&mut self.want_predicates);
+        let top = std::mem::take(&mut self.top_dml);
         let mark = self.with(s.with_clause())?;
         self.writes = true;
         if let Some(rel) = s.relation() {
-            self.relation(rel, Access::Write, false)?;
+            self.written(rel, top)?;
         }
         for item in s.using_clause() {
             self.source(item)?;
@@ -310,20 +340,53 @@ impl<'t, 's> Walker<'t, 's> {
 
     pub fn merge(&mut self, s: &'t MergeStmt) -> W {
         self.want_predicates = false;
+        let top = std::mem::take(&mut self.top_dml);
         let mark = self.with(s.with_clause())?;
         self.writes = true;
         if let Some(rel) = s.relation() {
-            self.relation(rel, Access::Write, false)?;
+            self.written(rel, top)?;
         }
         self.source(s.source_relation())?;
         self.expr(s.join_condition())?;
+        let c0 = self.s.columns.len();
         for when in s.merge_when_clauses() {
             self.expr(when.condition())?;
             self.list(when.target_list())?;
             self.list(when.values())?;
+            if !top {
+                continue;
+            }
+            match when.command_type {
+                CmdType::CMD_INSERT => self.merge_inserts = true,
+                CmdType::CMD_UPDATE => {
+                    for t in when.target_list() {
+                        if let Node::ResTarget(t) = t {
+                            let span = self.s.intern(t.name().unwrap_or(""));
+                            self.s.columns.push(span);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if top {
+            self.set_columns = Some(range(c0, self.s.columns.len()));
         }
         self.returning(s.returning_clause())?;
         self.truncate_ctes(mark);
+        Ok(())
+    }
+
+    /// Records the table a data-modifying statement writes; `top` false marks it written by
+    /// a statement inside another.
+    fn written(&mut self, rel: &'t RangeVar, top: bool) -> W {
+        let n = self.s.tables.len();
+        self.relation(rel, Access::Write, false)?;
+        if !top {
+            if let Some(t) = self.s.tables.get_mut(n) {
+                t.nested = true;
+            }
+        }
         Ok(())
     }
 
@@ -407,7 +470,7 @@ impl<'t, 's> Walker<'t, 's> {
         }
         let schema = schema.map(|s| self.s.intern(s));
         let name = self.s.intern(name);
-        self.s.tables.push(TableData { schema, name, access });
+        self.s.tables.push(TableData { schema, name, access, nested: false });
         Ok(())
     }
 
@@ -434,4 +497,33 @@ impl<'t, 's> Walker<'t, 's> {
 pub(crate) fn is_temp(rel: &RangeVar) -> bool {
     rel.relpersistence == b't' as std::ffi::c_char
         || rel.schemaname().is_some_and(|s| s == "pg_temp" || s.starts_with("pg_temp_"))
+}
+
+/// `SET key = key` in `ON CONFLICT DO UPDATE`: the column, bare or qualified by the table (or
+/// its alias), or `EXCLUDED.key` when the conflict is on that column (then the proposed
+/// value equals the existing one). Anything else may change the value.
+fn self_assignment(t: &ResTarget, rel: Option<&RangeVar>, oc: &OnConflictClause) -> bool {
+    let (Some(name), true) = (t.name(), t.indirection().is_empty()) else {
+        return false;
+    };
+    let Node::ColumnRef(c) = t.val() else {
+        return false;
+    };
+    let Some((qualifier, column)) = crate::predicates::column_parts(c) else {
+        return false;
+    };
+    if column != name {
+        return false;
+    }
+    let Some((_, table)) = qualifier else {
+        return true;
+    };
+    let own = rel.and_then(|r| r.alias().and_then(|a| a.aliasname()).or(r.relname()));
+    if Some(table) == own {
+        return true;
+    }
+    table == "excluded"
+        && oc.infer().is_some_and(|i| {
+            i.index_elems().iter().any(|e| matches!(e, Node::IndexElem(e) if e.name() == Some(name)))
+        })
 }

@@ -6,6 +6,8 @@
 use bytes::BytesMut;
 use shard::{KeyType, ShardFunction, ShardId, Value};
 
+use super::copy_text::{csv_field, end_marker, text_field};
+
 /// The data format of a COPY.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -375,7 +377,15 @@ impl Splitter {
             self.header = Some(row);
             return Ok(());
         }
-        if content == b"\\." {
+        let marker = end_marker(content, &self.options)
+            .map_err(|why| CopyError::Row { row: self.rows + 1, why: why.to_owned() })?;
+        if let Some(at) = marker {
+            if at > 0 {
+                // Text data right before `\.` is the last row.
+                let mut last = content[..at].to_vec();
+                last.push(b'\n');
+                self.place_line(last, key, out)?;
+            }
             self.done = true;
             return Ok(());
         }
@@ -509,115 +519,6 @@ impl Splitter {
 fn trim_line_end(row: &[u8]) -> &[u8] {
     let row = row.strip_suffix(b"\n").unwrap_or(row);
     row.strip_suffix(b"\r").unwrap_or(row)
-}
-
-/// Field `index` of a text-format row: `None` if the row has fewer fields, `Some(None)` for
-/// NULL, else its unescaped bytes.
-fn text_field(row: &[u8], index: usize, o: &CopyOptions) -> Option<Option<Vec<u8>>> {
-    let mut field = 0;
-    let mut start = 0;
-    let mut i = 0;
-    let mut end = row.len();
-    let mut found = false;
-    while i < row.len() {
-        match row[i] {
-            b'\\' => i += 2,
-            c if c == o.delimiter => {
-                if field == index {
-                    end = i;
-                    found = true;
-                    break;
-                }
-                field += 1;
-                start = i + 1;
-                i += 1;
-            }
-            _ => i += 1,
-        }
-    }
-    if !found && field != index {
-        return None;
-    }
-    let raw = &row[start..end.min(row.len())];
-    if raw == o.null.as_slice() {
-        return Some(None);
-    }
-    let mut out = Vec::with_capacity(raw.len());
-    let mut j = 0;
-    while j < raw.len() {
-        if raw[j] == b'\\' && j + 1 < raw.len() {
-            j += 1;
-            out.push(match raw[j] {
-                b'n' => b'\n',
-                b't' => b'\t',
-                b'r' => b'\r',
-                b'b' => 8,
-                b'f' => 12,
-                b'v' => 11,
-                other => other,
-            });
-        } else {
-            out.push(raw[j]);
-        }
-        j += 1;
-    }
-    Some(Some(out))
-}
-
-/// Field `index` of a CSV row, as [`text_field`].
-fn csv_field(row: &[u8], index: usize, o: &CopyOptions) -> Option<Option<Vec<u8>>> {
-    let mut field = 0;
-    let mut i = 0;
-    loop {
-        let mut value = Vec::new();
-        let mut quoted = false;
-        let mut in_quotes = false;
-        while i < row.len() {
-            let c = row[i];
-            if in_quotes {
-                if c == o.escape && o.escape != o.quote && row.get(i + 1) == Some(&o.quote) {
-                    value.push(o.quote);
-                    i += 2;
-                    continue;
-                }
-                if c == o.quote {
-                    if o.escape == o.quote && row.get(i + 1) == Some(&o.quote) {
-                        value.push(o.quote);
-                        i += 2;
-                        continue;
-                    }
-                    in_quotes = false;
-                    i += 1;
-                    continue;
-                }
-                value.push(c);
-                i += 1;
-                continue;
-            }
-            if c == o.quote {
-                in_quotes = true;
-                quoted = true;
-                i += 1;
-                continue;
-            }
-            if c == o.delimiter {
-                break;
-            }
-            value.push(c);
-            i += 1;
-        }
-        if field == index {
-            if !quoted && value == o.null {
-                return Some(None);
-            }
-            return Some(Some(value));
-        }
-        if i >= row.len() {
-            return None;
-        }
-        i += 1;
-        field += 1;
-    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod copy;
+mod copy_text;
 mod fanouts;
 pub mod key_move;
 mod keys;
@@ -123,6 +124,9 @@ pub enum RouteError {
     BadHintKey { value: String, why: String },
     #[error("the statement could not be analysed ({outcome}); name its shard with /* pgvia_shard: N */")]
     NotAnalysed { outcome: &'static str },
+    /// A write whose shards cannot be told exactly: running it anywhere would be a guess.
+    #[error("{construct} is not supported on sharded table {table}: {why}")]
+    Unplaceable { construct: &'static str, table: String, why: &'static str },
 }
 
 impl RouteError {
@@ -131,9 +135,10 @@ impl RouteError {
         match self {
             // As PostgreSQL reports a row that fits no partition.
             RouteError::NoShard { .. } => "23514",
-            RouteError::InsertKey { .. } | RouteError::NotAnalysed { .. } | RouteError::Refused { .. } => {
-                "0A000"
-            }
+            RouteError::InsertKey { .. }
+            | RouteError::NotAnalysed { .. }
+            | RouteError::Refused { .. }
+            | RouteError::Unplaceable { .. } => "0A000",
             RouteError::NoSuchShard { .. } | RouteError::BadHintKey { .. } => "22023",
         }
     }
@@ -285,6 +290,7 @@ fn statement(
 ) -> Result<StatementRoute, RouteError> {
     let all = ShardSet::all(rules.shard_count);
     let mut route = flags(stmt, base_route(Target::AnyOf(all), session.explain));
+    nested_writes(rules, stmt, session)?;
     let data = matches!(
         stmt.kind(),
         StatementKind::Select { .. }
@@ -346,6 +352,34 @@ fn statement(
     Ok(route)
 }
 
+/// Writes inside the statement (a data-modifying `WITH` query at any depth, a subquery, the
+/// body of `EXPLAIN ANALYZE` or `COPY (...)`) have conditions and rows of their own that the
+/// outer statement's route does not account for: on a sharded table they would run only
+/// where the outer statement goes (or, for an `INSERT`, on every shard), so they are refused.
+fn nested_writes(
+    rules: &ShardingRules,
+    stmt: &Statement<'_>,
+    session: &SessionHints<'_>,
+) -> Result<(), RouteError> {
+    let construct = match stmt.kind() {
+        // Neither runs its statement.
+        StatementKind::Prepare | StatementKind::Explain { analyze: false } => return Ok(()),
+        StatementKind::Explain { analyze: true } => "EXPLAIN ANALYZE of a write",
+        StatementKind::Copy { .. } => "COPY of a data-modifying query",
+        _ => "a data-modifying statement in WITH or in a subquery",
+    };
+    for t in stmt.nested_writes() {
+        if let Placement::Sharded(_) = placement(rules, &t, session.search_path) {
+            return Err(RouteError::Unplaceable {
+                construct,
+                table: t.to_string(),
+                why: "its rows' shards cannot be told from the outer statement's; send it as a statement of its own, or name the shard with /* pgvia_shard: N */",
+            });
+        }
+    }
+    Ok(())
+}
+
 /// DDL and other statements that are not about rows: they go to every shard, except those
 /// any one shard can answer.
 fn utility(stmt: &Statement<'_>, mut route: StatementRoute, all: ShardSet) -> StatementRoute {
@@ -397,6 +431,9 @@ fn sharded_table(
             RowError::Shard(source) => no_shard(source),
         });
     }
+    if matches!(stmt.kind(), StatementKind::Merge { .. }) && t.access != Access::Read {
+        merge_actions(stmt, t, rule)?;
+    }
     if matches!(stmt.kind(), StatementKind::Update { .. })
         && t.access != Access::Read
         && stmt.updated_columns().any(|c| c == rule.column)
@@ -418,6 +455,27 @@ fn sharded_table(
         route.reasons.add(|| format!("{t}: no usable condition on key {} → every shard", rule.column));
     }
     Ok(set)
+}
+
+/// `MERGE` into a sharded table runs on every shard, each matching its own rows: exact for
+/// `UPDATE` and `DELETE` actions that keep the key, not for an `INSERT` (every shard without
+/// a match would insert the row) nor for a key change (the row would stay on its old shard).
+fn merge_actions(stmt: &Statement<'_>, t: &TableRef<'_>, rule: &TableRule) -> Result<(), RouteError> {
+    if stmt.merge_inserts() {
+        return Err(RouteError::Unplaceable {
+            construct: "MERGE ... WHEN NOT MATCHED THEN INSERT",
+            table: t.to_string(),
+            why: "every shard without a matching row would insert it; use INSERT ... ON CONFLICT, whose rows are placed by key",
+        });
+    }
+    if stmt.updated_columns().any(|c| c == rule.column) {
+        return Err(RouteError::Unplaceable {
+            construct: "MERGE ... THEN UPDATE SET of the sharding key",
+            table: t.to_string(),
+            why: "the row would stay on its old shard; change the key with a plain UPDATE, which moves rows",
+        });
+    }
+    Ok(())
 }
 
 enum RowError {
@@ -460,6 +518,13 @@ fn insert_rows(
     route
         .reasons
         .add(|| format!("{t}: {} row(s) by key {} → shards {shards}", route.rows.len(), rule.column));
+    if stmt.upsert_assigned_columns().any(|c| c == rule.column) {
+        return Err(RowError::Route(RouteError::Unplaceable {
+            construct: "INSERT ... ON CONFLICT DO UPDATE SET of the sharding key",
+            table: t.to_string(),
+            why: "the updated row would stay on its old key's shard; the key may only be set to itself (EXCLUDED.key when the conflict is on the key)",
+        }));
+    }
     if stmt.on_conflict() {
         route.reasons.add(|| "ON CONFLICT is resolved on each row's shard".into());
     }
