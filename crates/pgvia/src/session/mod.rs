@@ -558,7 +558,7 @@ pub async fn recover_shards(app: std::sync::Weak<App>, port: u16) {
         for (name, groups) in work {
             match sharded::two_phase::recover(&groups, timeout).await {
                 Ok(done) if done != Default::default() => {
-                    tracing::info!(database = %name, committed = done.committed, rolled_back = done.rolled_back, left_to_others = done.left, "cross-shard recovery")
+                    tracing::info!(database = %name, committed = done.committed, rolled_back = done.rolled_back, left_to_others = done.left, failed = done.failed, "cross-shard recovery")
                 }
                 Ok(_) => {}
                 Err(e) => {

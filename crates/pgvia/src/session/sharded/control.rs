@@ -11,14 +11,36 @@ use super::fanout::Combine;
 use super::{ShardedSession, Tx};
 use crate::session::error::SessionError;
 use crate::sharding;
+use crate::sharding::key_move::quote_ident;
 
 const SHARD_SETTING: &str = "pgvia.shard";
 
-/// `name` as a quoted identifier.
-fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
 const KEY_SETTING: &str = "pgvia.sharding_key";
+
+/// Why a statement of `kind` is refused on a sharded database, if it is: one answer for every
+/// protocol path (simple, extended, prepared), so none of them runs it on a shard.
+/// `PREPARE TRANSACTION`, `COMMIT PREPARED` and `ROLLBACK PREPARED` are pgvia's own across the
+/// shards: a client's would commit or roll back one shard of a transaction that pgvia's
+/// two-phase commit has not decided yet.
+pub(super) fn unsupported(kind: StatementKind) -> Option<String> {
+    let what = match kind {
+        StatementKind::PrepareTransaction => "PREPARE TRANSACTION",
+        StatementKind::CommitPrepared => "COMMIT PREPARED",
+        StatementKind::RollbackPrepared => "ROLLBACK PREPARED",
+        StatementKind::Listen | StatementKind::Unlisten => "LISTEN/UNLISTEN",
+        StatementKind::Commit { chain: true } => "COMMIT AND CHAIN",
+        StatementKind::Rollback { chain: true } => "ROLLBACK AND CHAIN",
+        _ => return None,
+    };
+    Some(match kind {
+        StatementKind::PrepareTransaction
+        | StatementKind::CommitPrepared
+        | StatementKind::RollbackPrepared => {
+            format!("{what} is not supported on a sharded database: pgvia runs two-phase commit across the shards itself")
+        }
+        _ => format!("{what} is not supported on a sharded database yet"),
+    })
+}
 
 impl ShardedSession<'_> {
     /// Handles `analysis` if it is a statement the session answers itself. Returns whether it
@@ -83,27 +105,13 @@ impl ShardedSession<'_> {
                 );
                 Ok(true)
             }
-            StatementKind::Commit { chain: true }
-            | StatementKind::Rollback { chain: true }
-            | StatementKind::PrepareTransaction
-            | StatementKind::CommitPrepared
-            | StatementKind::RollbackPrepared
-            | StatementKind::Listen
-            | StatementKind::Unlisten => {
-                let what = match kind {
-                    StatementKind::Listen | StatementKind::Unlisten => "LISTEN/UNLISTEN",
-                    StatementKind::Savepoint
-                    | StatementKind::Release
-                    | StatementKind::RollbackToSavepoint => "savepoints",
-                    _ => "this transaction command",
-                };
-                self.refuse(
-                    SqlState::FEATURE_NOT_SUPPORTED.code(),
-                    &format!("{what} is not supported on a sharded database yet"),
-                );
-                Ok(true)
-            }
-            _ => Ok(false),
+            _ => match unsupported(kind) {
+                Some(why) => {
+                    self.refuse(SqlState::FEATURE_NOT_SUPPORTED.code(), &why);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
         }
     }
 
@@ -278,7 +286,7 @@ impl ShardedSession<'_> {
 
     /// Commits a transaction that wrote on several shards: the readers among `participants`
     /// commit plainly, the `writers` with two-phase commit. On failure, the ErrorResponse the
-    /// client gets (everything was rolled back).
+    /// client gets (everything was rolled back, or the outcome is in recovery's hands: 08007).
     pub(super) async fn two_phase_commit(
         &mut self,
         writers: ShardSet,
@@ -289,8 +297,7 @@ impl ShardedSession<'_> {
         drop(config);
         let readers = participants.iter().filter(|&s| !writers.contains(s)).collect::<ShardSet>();
         self.commit_readers(readers).await;
-        let log_group = self.groups[super::two_phase::LOG_SHARD].clone();
-        super::two_phase::commit(&mut self.held, writers, &log_group, &self.patron, timeout).await
+        super::two_phase::commit(&mut self.held, writers, &self.groups, &self.patron, timeout).await
     }
 
     fn set_hint(&mut self, name: &str, value: Option<&str>, reset: bool) {

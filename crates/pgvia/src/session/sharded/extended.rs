@@ -241,6 +241,16 @@ impl ShardedSession<'_> {
                     let values: Vec<Option<&[u8]>> = b.params.iter().collect();
                     let params = Params::Bind { formats: &formats, values: &values };
                     let analysis: Arc<route::Analysis> = stmt.analysis.clone();
+                    if let Some(why) =
+                        analysis.statements().find_map(|s| super::control::unsupported(s.kind()))
+                    {
+                        // As PostgreSQL would fail its Execute: the messages before it are answered.
+                        let mut error = BytesMut::new();
+                        let code = SqlState::FEATURE_NOT_SUPPORTED.code();
+                        wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, &why)
+                            .write(&mut error);
+                        return self.refuse_at(&frames, at, error.freeze()).await;
+                    }
                     if let Some(rule) = self.key_update_rule(&analysis) {
                         // Its rows may move to other shards (`key_move.rs`).
                         return self.key_update_batch(frames.clone(), rule).await;
