@@ -100,6 +100,8 @@ pub enum Reach {
 pub enum Via {
     Query,
     Extended,
+}
+
 /// What one server holds of a session apart from its settings: the pins, and what to read
 /// back. The sharded session keeps one per shard and swaps it into its [`SessionState`]
 /// around the shared observation and read-back (`read_back.rs`).
@@ -144,6 +146,8 @@ impl SessionState {
         !self.strings_may_change
             && self.reach == Reach::Seen
             && reported.get("standard_conforming_strings").is_none_or(|v| v == "on")
+    }
+
     /// Exchanges the per-server part of the state with `marks` (one server's of several).
     pub fn swap_marks(&mut self, marks: &mut Marks) {
         std::mem::swap(&mut self.pins, &mut marks.pins);

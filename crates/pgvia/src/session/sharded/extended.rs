@@ -20,6 +20,7 @@ use super::names::Pending;
 use super::{ShardedSession, Tx};
 use crate::prepared::{is_reserved_name, no_such_statement};
 use crate::session::error::SessionError;
+use crate::session::state::Via;
 use crate::sharding::{self, Params};
 
 /// The buffers a batch is written into, kept between batches so that a batch allocates none
@@ -281,7 +282,7 @@ impl ShardedSession<'_> {
                         return Ok(());
                     }
                     writes |= analysis.writes();
-                    self.observe(set, &analysis);
+                    self.observe(set, &analysis, Via::Extended);
                     // The strongest note of the batch's statements: `DISCARD ALL` bound here
                     // drops the servers' statements as a simple query's does.
                     match ServerNote::of(&analysis) {

@@ -17,15 +17,15 @@ use crate::pool::{Checkout, PinReason};
 use crate::server::ServerError;
 use crate::session::error::SessionError;
 use crate::session::read_back;
-use crate::session::state::{Check, Marks};
+use crate::session::state::{Check, Marks, Via};
 
 impl ShardedSession<'_> {
     /// Takes note of what `analysis` may do to the session on each shard of `targets`.
-    pub(super) fn observe(&mut self, targets: ShardSet, analysis: &route::Analysis) {
+    pub(super) fn observe(&mut self, targets: ShardSet, analysis: &route::Analysis, via: Via) {
         for shard in targets.iter() {
             let Some(marks) = self.marks.get_mut(shard) else { continue };
             self.state.swap_marks(marks);
-            let added = self.state.observe(analysis);
+            let added = self.state.observe(analysis, via);
             // The hub follows one server per client; a sharded client keeps its listening
             // server instead (`pin_listening`).
             self.state.pin_listening();

@@ -34,6 +34,7 @@ use wire::sqlstate::SqlState;
 use wire::FrameDecoder;
 
 use super::error::SessionError;
+use super::state::Via;
 use crate::app::App;
 use crate::cancel::CancelKey;
 use crate::config::ShardingRules;
@@ -451,7 +452,7 @@ impl<'a> ShardedSession<'a> {
                     let mut query = BytesMut::new();
                     wire::build::query(&mut query, &shard_sql);
                     let combine = Combine::Merge(Box::new(merge));
-                    self.observe(targets, &analysis);
+                    self.observe(targets, &analysis, Via::Query);
                     return self.exchange(targets, io::Payload::Same(&query), combine, &[], writes).await;
                 }
                 Ok(None) => {}
@@ -470,7 +471,7 @@ impl<'a> ShardedSession<'a> {
         let settings = analysis
             .statements()
             .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
-        self.observe(targets, &analysis);
+        self.observe(targets, &analysis, Via::Query);
         self.exchange(targets, io::Payload::Same(&frame), combine, &[], writes).await?;
         if settings {
             self.learn_settings(targets).await?;
