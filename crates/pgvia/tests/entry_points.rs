@@ -384,6 +384,9 @@ async fn tls_mode_require_binds_the_gateway_as_the_wire() {
     let a = http::sql(gw, &[neon_auth(p.port(), USER, PASSWORD, DB)], &json!({"query": "select 1"})).await;
     assert_eq!((a.status, a.json()["code"].as_str()), (403, Some("28000")), "{}", a.text());
     assert!(a.json()["message"].as_str().is_some_and(|m| m.contains("TLS is required")), "{}", a.text());
+    // Whoever it claims to be, or if it claims no one, as on the wire.
+    let a = http::sql(gw, &[], &json!({"query": "select 1"})).await;
+    assert_eq!((a.status, a.json()["code"].as_str()), (403, Some("28000")), "{}", a.text());
 
     // /v2 over plain HTTP: the session refuses the login as it refuses a plain TCP client.
     let mut ws = ws_tunnel(gw, &[]).await.expect("upgrade");

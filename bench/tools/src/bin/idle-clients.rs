@@ -178,7 +178,8 @@ async fn connect_and_login(
     stream.set_nodelay(true).ctx(|| "set TCP_NODELAY".into())?;
 
     let mut out = BytesMut::with_capacity(64);
-    wire::build::startup_message(&mut out, [("user", user), ("database", database)]);
+    wire::build::startup_message(&mut out, [("user", user), ("database", database)])
+        .map_err(|e| ToolError::Login(e.to_string()))?;
     stream.write_all(&out).await.ctx(|| "send StartupMessage".into())?;
 
     let mut buf = BytesMut::with_capacity(1024);

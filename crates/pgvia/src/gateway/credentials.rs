@@ -20,7 +20,7 @@ use subtle::ConstantTimeEq;
 use crate::app::App;
 use crate::auth::{AuthMethod, Secret};
 use crate::net::Carrier;
-use crate::session::transport::{check_method, check_transport, Transport};
+use crate::session::transport::{check_method, Transport};
 use crate::session::SessionError;
 
 /// Remembered verifications past which the cache starts over (bounds its memory).
@@ -51,8 +51,8 @@ pub struct Denied(pub &'static str);
 pub enum Refused {
     /// 401, one answer whatever the reason (which is for the log only).
     Unauthenticated(Denied),
-    /// Refused by the rules that tie a login to TLS (`tls_mode`, `allow_cleartext_without_tls`),
-    /// the same rules and words as for a wire login: they say nothing about who exists.
+    /// Refused by the rules that tie a login to TLS (`allow_cleartext_without_tls`), the same
+    /// rules and words as for a wire login.
     Transport(SessionError),
 }
 
@@ -173,9 +173,9 @@ impl Default for Verifier {
 }
 
 impl Verifier {
-    /// Whether `c`, a request carried over `carrier`, may log in, by the rules of a wire
-    /// login (`session::transport`): `tls_mode` first; then the user's authentication
-    /// method: `trust` needs only a known user; `cert` cannot be used over HTTP (no client
+    /// Whether `c`, a request carried over `carrier` (which `tls_mode` let through), may
+    /// log in, by the rules of a wire login (`session::transport`) for the user's
+    /// authentication method: `trust` needs only a known user; `cert` cannot be used over HTTP (no client
     /// certificate); every other method checks the password against the stored secret, and,
     /// as the password (or a token) crosses the connection in clear, counts as a `cleartext`
     /// login for `allow_cleartext_without_tls`.
@@ -183,7 +183,6 @@ impl Verifier {
         let transport = Transport::http(carrier);
         let (method, known, ttl) = {
             let config = app.config();
-            check_transport(&config.general, &transport).map_err(Refused::Transport)?;
             let user = config.user(&c.user);
             let method = user.map_or(config.general.auth_method, |u| config.auth_method(u));
             let shown_in_clear = match (&c.proof, method) {

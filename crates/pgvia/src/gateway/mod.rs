@@ -247,6 +247,12 @@ fn json_answer(status: StatusCode, body: Bytes) -> Answer {
     r
 }
 
+/// A login the TLS rules refuse: 403, with the SQLSTATE and words a wire client would get.
+fn refused(e: &crate::session::SessionError) -> Answer {
+    let (code, message) = e.client_error().unwrap_or_else(|| ("28000".into(), e.to_string()));
+    error(StatusCode::FORBIDDEN, &code, &message)
+}
+
 fn unauthorized() -> Answer {
     let mut r = error(StatusCode::UNAUTHORIZED, "28P01", "authentication failed");
     r.headers_mut().insert("www-authenticate", HeaderValue::from_static("Basic realm=\"pgvia\""));
@@ -255,6 +261,12 @@ fn unauthorized() -> Answer {
 
 async fn sql(gw: &Arc<Gateway>, peer: SocketAddr, carrier: Carrier, req: Request<Incoming>) -> Answer {
     let app = &gw.app;
+    // First, as a wire client without TLS is refused at its StartupMessage, whoever it claims to be.
+    let transport = crate::session::transport::Transport::http(carrier);
+    if let Err(e) = crate::session::transport::check_transport(&app.config().general, &transport) {
+        tracing::info!(%peer, error = %e, "gateway: request refused");
+        return refused(&e);
+    }
     let creds = match credentials::from_headers(req.headers(), app) {
         Ok(c) => c,
         Err(why) => {
@@ -276,8 +288,7 @@ async fn sql(gw: &Arc<Gateway>, peer: SocketAddr, carrier: Carrier, req: Request
         }
         Err(credentials::Refused::Transport(e)) => {
             tracing::info!(%peer, user = %creds.user, error = %e, "gateway: request refused");
-            let (code, message) = e.client_error().unwrap_or_else(|| ("28000".into(), e.to_string()));
-            return error(StatusCode::FORBIDDEN, &code, &message);
+            return refused(&e);
         }
     }
     let (cap, gwc) = {
