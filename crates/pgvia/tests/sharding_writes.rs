@@ -142,7 +142,9 @@ async fn merge_that_inserts_is_refused_not_run_on_every_shard() {
 }
 
 /// Issue 33 item 6: a writing CTE whose key lives on another shard than the outer
-/// statement's ran only on the outer statement's shard (the DELETE deleted nothing).
+/// statement's ran only on the outer statement's shard (the DELETE deleted nothing). Writes
+/// inside a statement now run only when their own key conditions and the statement's put
+/// them all on one shard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writing_cte_is_refused_not_run_on_the_outer_statements_shard() {
     let s = setup().await;
@@ -151,11 +153,31 @@ async fn writing_cte_is_refused_not_run_on_the_outer_statements_shard() {
     while partition_of(&s.reference, b).await == partition_of(&s.reference, a).await {
         b += 1;
     }
-    seed(&s, &[a, b]).await;
+    let mut c = a + 1;
+    while partition_of(&s.reference, c).await != partition_of(&s.reference, a).await {
+        c += 1;
+    }
+    seed(&s, &[a, b, c]).await;
     refused(
         &s,
         &format!("WITH d AS (DELETE FROM users WHERE id = {b} RETURNING *) UPDATE users SET n = 'z' WHERE id = {a}"),
+        &["WITH", "users", "one shard"],
+    )
+    .await;
+    refused(
+        &s,
+        &format!(
+            "WITH u AS (UPDATE users SET n = 'w' WHERE id IN ({a}, {b}) RETURNING id) SELECT count(*) FROM u"
+        ),
         &["WITH", "users"],
+    )
+    .await;
+    refused(&s, "WITH d AS (DELETE FROM users WHERE n = 'x' RETURNING id) SELECT id FROM d", &["users"])
+        .await;
+    refused(
+        &s,
+        &format!("WITH u AS (UPDATE users SET id = 500 WHERE id = {a} RETURNING id) SELECT id FROM u"),
+        &["users", "key"],
     )
     .await;
     // An INSERT in a CTE ran on every shard; an UPDATE in a CTE of a SELECT read by key.
@@ -180,9 +202,18 @@ async fn writing_cte_is_refused_not_run_on_the_outer_statements_shard() {
         &["COPY", "users"],
     )
     .await;
-    // The same statements, one at a time, do what PostgreSQL does.
-    both(&s, &format!("DELETE FROM users WHERE id = {b}")).await;
-    both(&s, &format!("UPDATE users SET n = 'z' WHERE id = {a}")).await;
+    // Writes inside proven by their keys to be on the outer statement's one shard run there,
+    // as on one PostgreSQL.
+    let tag = both(
+        &s,
+        &format!("WITH d AS (DELETE FROM users WHERE id = {c} RETURNING *) UPDATE users SET n = 'z' WHERE id = {a}"),
+    )
+    .await;
+    assert_eq!(tag, "1");
+    both(&s, &format!("WITH u AS (UPDATE users SET n = 'u' WHERE id = {b} RETURNING id) SELECT id FROM u"))
+        .await;
+    both(&s, &format!("WITH d AS (DELETE FROM users WHERE id = {b} RETURNING id) SELECT count(*) FROM d"))
+        .await;
     same_as_reference(&s).await;
     s.proxy.stop().await;
     drop(s.c);

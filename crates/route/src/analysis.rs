@@ -3,9 +3,11 @@
 use std::fmt;
 use std::ops::Range;
 
-use crate::model::{Access, DiscardTarget, LockOp, LockScope, Outcome, PredicateOp, Role, StatementKind};
+use crate::model::{
+    Access, DiscardTarget, LockOp, LockScope, NestedKind, Outcome, PredicateOp, Role, StatementKind,
+};
 use crate::store::{CondData, Entry, HintData, InsertData, PredData, Range32, Span, StmtData, ValueData};
-use crate::store::{EffectData, TableData};
+use crate::store::{EffectData, NestedData, TableData};
 
 /// What pgvia knows about a query string: per statement, its kind, whether it writes, the
 /// session state it changes, the tables it touches and the equality predicates and inserted
@@ -294,6 +296,24 @@ impl<'a> Statement<'a> {
         })
     }
 
+    /// Tables written by statements inside this one and named nowhere else in it.
+    pub fn written_only_inside(&self) -> impl Iterator<Item = TableRef<'a>> + 'a {
+        let a = self.analysis;
+        a.entries[self.data.tables.usize()].iter().filter_map(move |e| match e {
+            Entry::Table(t) if t.nested && !t.outer => Some(TableRef::new(a, t)),
+            _ => None,
+        })
+    }
+
+    /// The data-modifying statements inside this one, each with its own table and condition.
+    pub fn nested_write_statements(&self) -> impl Iterator<Item = NestedWrite<'a>> + 'a {
+        let a = self.analysis;
+        a.entries[self.data.nested.usize()].iter().filter_map(move |e| match e {
+            Entry::Nested(data) => Some(NestedWrite { analysis: a, data }),
+            _ => None,
+        })
+    }
+
     /// For `INSERT ... ON CONFLICT DO UPDATE`: the columns its `SET` assigns to anything but
     /// their own current value (`SET k = k`, `SET k = EXCLUDED.k` with the conflict on `k`,
     /// are left out).
@@ -347,6 +367,52 @@ impl fmt::Debug for Statement<'_> {
             d.field("insert", &i);
         }
         d.finish()
+    }
+}
+
+/// A data-modifying statement inside another (a `WITH` query, a subquery, the body of
+/// `EXPLAIN ANALYZE` or `COPY (...)`).
+#[derive(Clone, Copy)]
+pub struct NestedWrite<'a> {
+    analysis: &'a Analysis,
+    data: &'a NestedData,
+}
+
+impl<'a> NestedWrite<'a> {
+    /// The table it writes, as the query names it: `(schema, name)`.
+    pub fn table(&self) -> (Option<&'a str>, &'a str) {
+        let a = self.analysis;
+        (self.data.schema.map(|s| a.str(s)), a.str(self.data.name))
+    }
+
+    pub fn kind(&self) -> NestedKind {
+        self.data.kind
+    }
+
+    /// Its own `WHERE` clause as a condition tree; `None` when it has none (or is an
+    /// `INSERT` or `MERGE`).
+    pub fn condition(&self) -> Option<Condition<'a>> {
+        let start = self.data.conds.start as usize;
+        (!self.data.conds.usize().is_empty()).then(|| Condition::at(self.analysis, start))
+    }
+
+    /// For `UPDATE`: the columns it assigns.
+    pub fn updated_columns(&self) -> impl ExactSizeIterator<Item = &'a str> + 'a {
+        let a = self.analysis;
+        a.entries[self.data.set_columns.usize()].iter().map(move |e| match e {
+            Entry::Column(s) => a.str(*s),
+            _ => "",
+        })
+    }
+}
+
+impl fmt::Debug for NestedWrite<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NestedWrite")
+            .field("table", &self.table())
+            .field("kind", &self.kind())
+            .field("condition", &self.condition())
+            .finish()
     }
 }
 

@@ -50,6 +50,8 @@ impl<'t> Walker<'t, '_> {
         let e0 = self.s.effects.len();
         let p0 = self.s.preds.len();
         let k0 = self.s.conds.len();
+        let n0 = self.s.nested.len();
+        self.top_conds = None;
         self.set_columns = None;
         self.want_predicates = true;
         self.top_dml = matches!(
@@ -76,11 +78,12 @@ impl<'t> Walker<'t, '_> {
             tables: range(t0, self.s.tables.len()),
             effects: range(e0, self.s.effects.len()),
             preds: range(p0, self.s.preds.len()),
-            conds: range(k0, self.s.conds.len()),
+            conds: self.top_conds.take().unwrap_or(range(k0, k0)),
             set_columns: self.set_columns.take().unwrap_or_default(),
             on_conflict: head.on_conflict,
             conflict_sets: self.conflict_sets.take().unwrap_or_default(),
             merge_inserts: self.merge_inserts,
+            nested: range(n0, self.s.nested.len()),
             insert: head.insert,
         });
         Ok(())
@@ -406,6 +409,7 @@ impl<'t> Walker<'t, '_> {
                 name,
                 access: Access::Write,
                 nested: false,
+                outer: true,
             });
         }
         Ok(())

@@ -58,12 +58,13 @@ mod user_functions;
 mod walk;
 
 pub use analysis::{
-    Analysis, Children, Condition, Hints, InsertValues, Predicate, SessionEffect, Statement, TableRef, Value,
+    Analysis, Children, Condition, Hints, InsertValues, NestedWrite, Predicate, SessionEffect, Statement,
+    TableRef, Value,
 };
 pub use analyzer::Analyzer;
 pub use model::{
-    Access, CopyDirection, DiscardTarget, IsolationLevel, LockOp, LockScope, Outcome, PredicateOp, Role,
-    RowLock, SetScope, StatementKind, TransactionOptions,
+    Access, CopyDirection, DiscardTarget, IsolationLevel, LockOp, LockScope, NestedKind, Outcome,
+    PredicateOp, Role, RowLock, SetScope, StatementKind, TransactionOptions,
 };
 pub use options::{Admission, AnalyzerOptions, OptionsError};
 pub use shape::constants;

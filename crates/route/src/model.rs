@@ -275,3 +275,13 @@ impl Outcome {
         }
     }
 }
+
+/// The kind of a data-modifying statement inside another (a `WITH` query, a subquery, the
+/// body of `EXPLAIN ANALYZE` or `COPY (...)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NestedKind {
+    Insert,
+    Update,
+    Delete,
+    Merge,
+}

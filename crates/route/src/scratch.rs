@@ -11,7 +11,8 @@ use std::cmp::Ordering;
 use crate::analysis::Analysis;
 use crate::model::Outcome;
 use crate::store::{
-    CondData, EffectData, Entry, HintData, PredData, Range32, Span, StmtData, TableData, ValueData,
+    CondData, EffectData, Entry, HintData, NestedData, PredData, Range32, Span, StmtData, TableData,
+    ValueData,
 };
 
 /// Scratch buffers larger than this are dropped after use rather than kept per thread, so
@@ -26,6 +27,7 @@ pub(crate) struct Scratch {
     pub preds: Vec<PredData>,
     pub conds: Vec<CondData>,
     pub columns: Vec<Span>,
+    pub nested: Vec<NestedData>,
     pub values: Vec<ValueData>,
     pub arena: String,
     /// A function outside the known read-only built-ins was called somewhere in the query.
@@ -64,6 +66,7 @@ impl Scratch {
         self.preds.clear();
         self.conds.clear();
         self.columns.clear();
+        self.nested.clear();
         self.values.clear();
         self.arena.clear();
         self.calls_unlisted = false;
@@ -78,6 +81,7 @@ impl Scratch {
             + self.preds.capacity() * size_of::<PredData>()
             + self.conds.capacity() * size_of::<CondData>()
             + self.columns.capacity() * size_of::<Span>()
+            + self.nested.capacity() * size_of::<NestedData>()
             + self.values.capacity() * size_of::<ValueData>()
             + self.arena.capacity()
     }
@@ -115,6 +119,7 @@ impl Scratch {
             if write > from && self.table_order(&tail[write - 1], &tail[read]) == Ordering::Equal {
                 tail[write - 1].access = tail[write - 1].access.merge(tail[read].access);
                 tail[write - 1].nested |= tail[read].nested;
+                tail[write - 1].outer |= tail[read].outer;
             } else {
                 tail[write] = tail[read];
                 write += 1;
@@ -133,7 +138,8 @@ impl Scratch {
         let p_base = e_base + self.effects.len();
         let k_base = p_base + self.preds.len();
         let c_base = k_base + self.conds.len();
-        let total = c_base + self.columns.len();
+        let n_base = c_base + self.columns.len();
+        let total = n_base + self.nested.len();
 
         let mut entries = Vec::with_capacity(total);
         let mut writes = false;
@@ -147,6 +153,7 @@ impl Scratch {
             s.conds = s.conds.shifted(k_base);
             s.set_columns = s.set_columns.shifted(c_base);
             s.conflict_sets = s.conflict_sets.shifted(c_base);
+            s.nested = s.nested.shifted(n_base);
             if let Some(ins) = &mut s.insert {
                 ins.columns = ins.columns.shifted(c_base);
             }
@@ -158,6 +165,12 @@ impl Scratch {
         entries.extend(self.preds.iter().map(|p| Entry::Pred(*p)));
         entries.extend(self.conds.iter().map(|c| Entry::Cond(*c)));
         entries.extend(self.columns.iter().map(|c| Entry::Column(*c)));
+        entries.extend(self.nested.iter().map(|n| {
+            let mut n = *n;
+            n.conds = n.conds.shifted(k_base);
+            n.set_columns = n.set_columns.shifted(c_base);
+            Entry::Nested(n)
+        }));
 
         Analysis {
             outcome,

@@ -14,8 +14,8 @@ use crate::model::PredicateOp;
 use crate::predicates::{column_parts, operator};
 use crate::scope::FromScope;
 use crate::scratch::range;
-use crate::store::{CondData, PredData};
-use crate::walk::{Walker, W};
+use crate::store::{CondData, PredData, Range32};
+use crate::walk::{Abort, Walker, W};
 
 /// How a comparison's column relates to its value(s), before values are recorded.
 enum Shape<'t> {
@@ -36,6 +36,16 @@ impl<'t> Walker<'t, '_> {
             return Ok(());
         }
         self.condition(where_, scope, true)
+    }
+
+    /// The condition tree of a data-modifying statement inside another: recorded for shard
+    /// routing only (not as the statement's predicates); returns where it lies.
+    pub fn nested_condition(&mut self, where_: Node<'t>, scope: FromScope<'t>) -> Result<Range32, Abort> {
+        let k = self.s.conds.len();
+        if !matches!(where_, Node::None) {
+            self.condition(where_, scope, false)?;
+        }
+        Ok(range(k, self.s.conds.len()))
     }
 
     fn condition(&mut self, node: Node<'t>, scope: FromScope<'t>, top: bool) -> W {

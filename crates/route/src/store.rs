@@ -5,7 +5,7 @@
 //! therefore costs three allocations beyond the `Arc`, however many tables it names, and the
 //! whole thing is one `Arc` clone away from every session that needs it.
 
-use crate::model::{Access, DiscardTarget, LockOp, LockScope, PredicateOp, Role, StatementKind};
+use crate::model::{Access, DiscardTarget, LockOp, LockScope, NestedKind, PredicateOp, Role, StatementKind};
 
 /// A piece of the analysis' string storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +64,8 @@ pub(crate) struct StmtData {
     pub conflict_sets: Range32,
     /// For `MERGE`: it has a `WHEN NOT MATCHED THEN INSERT` action.
     pub merge_inserts: bool,
+    /// The data-modifying statements inside this one (`Entry::Nested`).
+    pub nested: Range32,
     pub insert: Option<InsertData>,
 }
 
@@ -84,6 +86,19 @@ pub(crate) struct TableData {
     /// Written by a data-modifying statement inside the statement (a `WITH` query, a
     /// subquery, the body of `EXPLAIN ANALYZE` or `COPY (...)`), not by the statement itself.
     pub nested: bool,
+    /// Named by something other than such a nested write.
+    pub outer: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NestedData {
+    pub schema: Option<Span>,
+    pub name: Span,
+    pub kind: NestedKind,
+    /// Its own `WHERE` clause as a condition tree (`Entry::Cond`); empty when it has none.
+    pub conds: Range32,
+    /// For `UPDATE`: the columns it assigns (`Entry::Column`).
+    pub set_columns: Range32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -159,6 +174,7 @@ pub(crate) enum Entry {
     Pred(PredData),
     Cond(CondData),
     Column(Span),
+    Nested(NestedData),
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -16,11 +16,12 @@ use pg_raw_parse::nodes::{
 };
 use pg_raw_parse::Node;
 
+use crate::model::NestedKind;
 use crate::model::{Access, RowLock};
 use crate::scope::FromScope;
 use crate::scratch::range;
 use crate::scratch::Scratch;
-use crate::store::{EffectData, Range32, TableData};
+use crate::store::{EffectData, NestedData, Range32, TableData};
 use crate::user_functions::UserFunctions;
 
 /// Scopes with more CTE names than this get a hash index.
@@ -77,6 +78,9 @@ pub(crate) struct Walker<'t, 's> {
     /// Per statement: the columns the top-level `INSERT ... ON CONFLICT DO UPDATE` assigns
     /// to anything but their own current value.
     pub conflict_sets: Option<Range32>,
+    /// Per statement: where the top-level statement's own condition tree lies among the
+    /// conditions (those of writes inside it may come first).
+    pub top_conds: Option<Range32>,
 }
 
 impl<'t, 's> Walker<'t, 's> {
@@ -104,6 +108,7 @@ impl<'t, 's> Walker<'t, 's> {
             top_dml: false,
             merge_inserts: false,
             conflict_sets: None,
+            top_conds: None,
         }
     }
 
@@ -231,7 +236,7 @@ impl<'t, 's> Walker<'t, 's> {
         }
         if predicates && s.larg().is_none() {
             let scope = FromScope { target: None, from: s.from_clause() };
-            self.where_predicates(s.where_clause(), scope)?;
+            self.top_where(s.where_clause(), scope)?;
         }
         self.truncate_ctes(mark);
         Ok(())
@@ -282,6 +287,9 @@ impl<'t, 's> Walker<'t, 's> {
             }
         }
         self.returning(s.returning_clause())?;
+        if !top {
+            self.nested_write(s.relation(), NestedKind::Insert, Range32::default(), Range32::default());
+        }
         self.truncate_ctes(mark);
         Ok(())
     }
@@ -311,7 +319,18 @@ impl<'t, 's> Walker<'t, 's> {
             }
             self.set_columns = Some(range(c0, self.s.columns.len()));
             let scope = FromScope { target: s.relation(), from: s.from_clause() };
-            self.where_predicates(s.where_clause(), scope)?;
+            self.top_where(s.where_clause(), scope)?;
+        }
+        if !top {
+            let scope = FromScope { target: s.relation(), from: s.from_clause() };
+            let conds = self.nested_condition(s.where_clause(), scope)?;
+            let c0 = self.s.columns.len();
+            for t in s.target_list() {
+                let span = self.s.intern(t.name().unwrap_or(""));
+                self.s.columns.push(span);
+            }
+            let set_columns = range(c0, self.s.columns.len());
+            self.nested_write(s.relation(), NestedKind::Update, conds, set_columns);
         }
         self.truncate_ctes(mark);
         Ok(())
@@ -332,7 +351,12 @@ impl<'t, 's> Walker<'t, 's> {
         self.returning(s.returning_clause())?;
         if predicates {
             let scope = FromScope { target: s.relation(), from: s.using_clause() };
-            self.where_predicates(s.where_clause(), scope)?;
+            self.top_where(s.where_clause(), scope)?;
+        }
+        if !top {
+            let scope = FromScope { target: s.relation(), from: s.using_clause() };
+            let conds = self.nested_condition(s.where_clause(), scope)?;
+            self.nested_write(s.relation(), NestedKind::Delete, conds, Range32::default());
         }
         self.truncate_ctes(mark);
         Ok(())
@@ -371,6 +395,8 @@ impl<'t, 's> Walker<'t, 's> {
         }
         if top {
             self.set_columns = Some(range(c0, self.s.columns.len()));
+        } else {
+            self.nested_write(s.relation(), NestedKind::Merge, Range32::default(), Range32::default());
         }
         self.returning(s.returning_clause())?;
         self.truncate_ctes(mark);
@@ -385,8 +411,33 @@ impl<'t, 's> Walker<'t, 's> {
         if !top {
             if let Some(t) = self.s.tables.get_mut(n) {
                 t.nested = true;
+                t.outer = false;
             }
         }
+        Ok(())
+    }
+
+    /// Records a data-modifying statement inside another, for shard routing.
+    fn nested_write(
+        &mut self,
+        rel: Option<&RangeVar>,
+        kind: NestedKind,
+        conds: Range32,
+        set_columns: Range32,
+    ) {
+        let Some(name) = rel.and_then(|r| r.relname()) else {
+            return;
+        };
+        let schema = rel.and_then(|r| r.schemaname()).map(|s| self.s.intern(s));
+        let name = self.s.intern(name);
+        self.s.nested.push(NestedData { schema, name, kind, conds, set_columns });
+    }
+
+    /// The top-level statement's own `WHERE`, as its predicates and condition tree.
+    fn top_where(&mut self, where_: Node<'t>, scope: FromScope<'t>) -> W {
+        let k = self.s.conds.len();
+        self.where_predicates(where_, scope)?;
+        self.top_conds = Some(range(k, self.s.conds.len()));
         Ok(())
     }
 
@@ -470,7 +521,7 @@ impl<'t, 's> Walker<'t, 's> {
         }
         let schema = schema.map(|s| self.s.intern(s));
         let name = self.s.intern(name);
-        self.s.tables.push(TableData { schema, name, access, nested: false });
+        self.s.tables.push(TableData { schema, name, access, nested: false, outer: true });
         Ok(())
     }
 

@@ -18,7 +18,7 @@ pub mod params;
 mod placement;
 pub mod split;
 
-use route::{Access, Analysis, Outcome, Statement, StatementKind, TableRef};
+use route::{Access, Analysis, NestedKind, Outcome, Statement, StatementKind, TableRef};
 use shard::{KeyCond, ShardError, ShardId, ShardSet};
 
 use crate::config::{ShardingRules, TableRule, UnshardedTables};
@@ -290,7 +290,7 @@ fn statement(
 ) -> Result<StatementRoute, RouteError> {
     let all = ShardSet::all(rules.shard_count);
     let mut route = flags(stmt, base_route(Target::AnyOf(all), session.explain));
-    nested_writes(rules, stmt, session)?;
+    let nested = nested_writes(rules, stmt, params, session, &mut route)?;
     let data = matches!(
         stmt.kind(),
         StatementKind::Select { .. }
@@ -300,9 +300,19 @@ fn statement(
             | StatementKind::Merge { .. }
     );
     if !data {
-        return Ok(utility(stmt, route, all));
+        let mut route = utility(stmt, route, all);
+        if let Some(n) = nested {
+            with_nested(&mut route, n)?;
+        }
+        return Ok(route);
     }
-    let tables: Vec<TableRef<'_>> = stmt.tables().collect();
+    // A sharded table only written inside is placed by those writes' own conditions (above),
+    // not by the outer statement's.
+    let inside: Vec<TableRef<'_>> = stmt
+        .written_only_inside()
+        .filter(|t| matches!(placement(rules, t, session.search_path), Placement::Sharded(_)))
+        .collect();
+    let tables: Vec<TableRef<'_>> = stmt.tables().filter(|t| !inside.contains(t)).collect();
     let only_table = tables.len() == 1;
     let mut shards = ShardSet::EMPTY;
     let mut placed = false;
@@ -349,35 +359,91 @@ fn statement(
         }
         (true, false) => Target::Shards(shards),
     };
+    if let Some(n) = nested {
+        with_nested(&mut route, n)?;
+    }
     Ok(route)
 }
 
 /// Writes inside the statement (a data-modifying `WITH` query at any depth, a subquery, the
 /// body of `EXPLAIN ANALYZE` or `COPY (...)`) have conditions and rows of their own that the
-/// outer statement's route does not account for: on a sharded table they would run only
-/// where the outer statement goes (or, for an `INSERT`, on every shard), so they are refused.
+/// outer statement's route does not account for. The shards those on sharded tables need, from
+/// their own conditions; refused when that cannot be told (an `INSERT` or `MERGE` inside, an
+/// `UPDATE` of the key inside). `None` when there are none.
 fn nested_writes(
     rules: &ShardingRules,
     stmt: &Statement<'_>,
+    params: &Params<'_>,
     session: &SessionHints<'_>,
-) -> Result<(), RouteError> {
+    route: &mut StatementRoute,
+) -> Result<Option<(ShardSet, String, &'static str)>, RouteError> {
     let construct = match stmt.kind() {
         // Neither runs its statement.
-        StatementKind::Prepare | StatementKind::Explain { analyze: false } => return Ok(()),
+        StatementKind::Prepare | StatementKind::Explain { analyze: false } => return Ok(None),
         StatementKind::Explain { analyze: true } => "EXPLAIN ANALYZE of a write",
         StatementKind::Copy { .. } => "COPY of a data-modifying query",
         _ => "a data-modifying statement in WITH or in a subquery",
     };
-    for t in stmt.nested_writes() {
-        if let Placement::Sharded(_) = placement(rules, &t, session.search_path) {
-            return Err(RouteError::Unplaceable {
-                construct,
-                table: t.to_string(),
-                why: "its rows' shards cannot be told from the outer statement's; send it as a statement of its own, or name the shard with /* pgvia_shard: N */",
-            });
+    let mut need: Option<(ShardSet, String, &'static str)> = None;
+    for w in stmt.nested_write_statements() {
+        let (schema, name) = w.table();
+        let t = TableRef { schema, name, access: Access::Write };
+        let Placement::Sharded(rule) = placement(rules, &t, session.search_path) else {
+            continue;
+        };
+        let refuse = |why: &'static str| RouteError::Unplaceable { construct, table: t.to_string(), why };
+        match w.kind() {
+            NestedKind::Insert | NestedKind::Merge => {
+                return Err(refuse(
+                    "the shards of its rows cannot be told before it runs; send it as a statement of its own, or name the shard with /* pgvia_shard: N */",
+                ))
+            }
+            NestedKind::Update if w.updated_columns().any(|c| c == rule.column) => {
+                return Err(refuse(
+                    "it changes the sharding key and would leave rows on their old shard; a plain UPDATE moves them",
+                ))
+            }
+            NestedKind::Update | NestedKind::Delete => {}
         }
+        let cond = match w.condition() {
+            Some(c) => keys::key_cond(c, rule, params, false, &mut route.reasons),
+            None => KeyCond::Any,
+        };
+        let set = rule.function.shards_for(&cond, rules.shard_count).map_err(|source| {
+            RouteError::NoShard { table: t.to_string(), column: rule.column.clone(), source }
+        })?;
+        route.reasons.add(|| format!("{t}: written inside the statement → shards {set}"));
+        let union = need.as_ref().map_or(set, |n| n.0.union(set));
+        need = Some((union, need.map_or_else(|| t.to_string(), |n| n.1), construct));
     }
-    Ok(())
+    Ok(need)
+}
+
+/// The statement and the writes inside it must all be on one shard: that shard runs it.
+fn with_nested(
+    route: &mut StatementRoute,
+    nested: (ShardSet, String, &'static str),
+) -> Result<(), RouteError> {
+    let (need, table, construct) = nested;
+    let outer = match route.target {
+        Target::Shards(s) => s,
+        Target::AnyOf(_) | Target::NoRows => ShardSet::EMPTY,
+    };
+    let both = outer.union(need);
+    match both.len() {
+        // Nothing anywhere can match: the route stands.
+        0 => Ok(()),
+        1 => {
+            route.target = Target::Shards(both);
+            route.missing_key = false;
+            Ok(())
+        }
+        _ => Err(RouteError::Unplaceable {
+            construct,
+            table,
+            why: "it and the statement around it are not proven to be on one shard (by their key conditions); send them as statements of their own, or name the shard with /* pgvia_shard: N */",
+        }),
+    }
 }
 
 /// DDL and other statements that are not about rows: they go to every shard, except those
