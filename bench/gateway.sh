@@ -73,6 +73,8 @@ cat >"$work/pgvia.toml" <<TOML
 listen_addr = "127.0.0.1"
 listen_port = $pg_listen
 log_level = "warn"
+# curl sends the password over the plain-HTTP gateway (loopback only).
+allow_cleartext_without_tls = true
 
 [pool]
 pool_mode = "transaction"
