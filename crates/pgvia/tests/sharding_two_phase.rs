@@ -157,6 +157,9 @@ async fn recovery_reads_a_crafted_gid_as_data() {
         .batch_execute(&format!("BEGIN; PREPARE TRANSACTION '{}'", crafted.replace('\'', "''")))
         .await
         .unwrap();
+    // One in pgvia's very form, which recovery cannot finish (not its role's): the others
+    // are finished all the same.
+    mallory.batch_execute("BEGIN; PREPARE TRANSACTION 'pgvia_twophase_1_2'").await.unwrap();
     // A genuine in-doubt transaction of an earlier run on shard 1, decided commit: once
     // recovery has finished it, it has read every shard's gids.
     d[0].batch_execute(
@@ -185,6 +188,7 @@ async fn recovery_reads_a_crafted_gid_as_data() {
     assert_eq!(still, 1, "another role's prepared transaction is not pgvia's to finish");
     drop(pgvia);
     mallory.batch_execute(&format!("ROLLBACK PREPARED '{}'", crafted.replace('\'', "''"))).await.unwrap();
+    let _ = mallory.batch_execute("ROLLBACK PREPARED 'pgvia_twophase_1_2'").await;
 }
 
 /// Whether `result` is pgvia's refusal of `statement` (0A000, naming it); what it was if not.
@@ -247,6 +251,9 @@ async fn client_two_phase_statements_are_refused_on_every_path() {
 enum Fault {
     /// Shard `n`'s backend terminated before COMMIT: its PREPARE fails.
     PrepareFails(usize),
+    /// Shard 1's PREPARE outlasts pgvia's wait (a deferred trigger sleeps): it happens after
+    /// pgvia gave up on it.
+    PrepareReplyLost,
     /// The backend inserting the decision terminated while it waits.
     DecisionFails,
     /// The decision goes in, but the log shard is cut off before its reply.
@@ -299,6 +306,7 @@ async fn every_failed_step_of_a_commit_ends_all_or_nothing() {
     let faults = [
         Fault::PrepareFails(0),
         Fault::PrepareFails(1),
+        Fault::PrepareReplyLost,
         Fault::DecisionFails,
         Fault::DecisionReplyLost,
         Fault::CommitPreparedFails,
@@ -323,6 +331,14 @@ async fn every_failed_step_of_a_commit_ends_all_or_nothing() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let client = pgvia.client().await;
+        if fault == Fault::PrepareReplyLost {
+            d[1].batch_execute(&format!(
+                "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM pg_sleep(2); RETURN NULL; END$$;
+                 CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON ledger DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.tx = {tx}) EXECUTE FUNCTION slow();"
+            ))
+            .await
+            .unwrap();
+        }
         let mut sql = String::from("BEGIN;");
         for id in ids_per_shard(tx) {
             sql.push_str(&format!("INSERT INTO ledger (id, tx) VALUES ({id}, {tx});"));
@@ -330,6 +346,7 @@ async fn every_failed_step_of_a_commit_ends_all_or_nothing() {
         client.batch_execute(&sql).await.unwrap();
         let lock = connect(&direct_conninfo(&shards[0], USER, PASSWORD, DB)).await.unwrap();
         match fault {
+            Fault::PrepareReplyLost => {}
             Fault::PrepareFails(s) => {
                 terminate(&d[s], "state = 'idle in transaction' AND query LIKE 'INSERT INTO ledger%'").await
             }
@@ -345,7 +362,7 @@ async fn every_failed_step_of_a_commit_ends_all_or_nothing() {
         let decisions = "SELECT count(*) FROM pgvia.two_phase_decisions WHERE decision = 'commit'";
         let decided_before = count(&d[0], decisions).await;
         let commit = tokio::spawn(async move { client.batch_execute("COMMIT").await });
-        let paused = !matches!(fault, Fault::PrepareFails(_) | Fault::DeleteFails);
+        let paused = !matches!(fault, Fault::PrepareFails(_) | Fault::PrepareReplyLost | Fault::DeleteFails);
         if paused {
             until_decision_waits(&d[0]).await;
             match fault {
@@ -368,6 +385,15 @@ async fn every_failed_step_of_a_commit_ends_all_or_nothing() {
             .await
             .unwrap_or_else(|_| panic!("{fault:?}: the COMMIT never ended"))
             .unwrap();
+        if fault == Fault::PrepareReplyLost {
+            // The PREPARE pgvia gave up on ends after the trigger's sleep: then recovery is due.
+            let busy = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'PREPARE TRANSACTION%' AND state = 'active'";
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while count(&d[1], busy).await > 0 {
+                assert!(Instant::now() < deadline, "the slow PREPARE never ended");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
         // Heal, restart (a new run recovers at start) and let recovery finish.
         for i in 0..SHARDS {
             toxi.clear(&format!("shard{i}")).await;
@@ -385,6 +411,10 @@ async fn every_failed_step_of_a_commit_ends_all_or_nothing() {
         let pgvia = Pgvia::start(&ports).await;
         until_no_prepared(&d, &format!("{fault:?}")).await;
         drop(pgvia);
+        if fault == Fault::PrepareReplyLost {
+            // The table's owner drops what its grantee could create.
+            shards[1].psql(DB, "DROP TRIGGER slow ON ledger; DROP FUNCTION slow()").unwrap();
+        }
         let mut rows = Vec::new();
         for c in &d {
             rows.push(count(c, &format!("SELECT count(*) FROM ledger WHERE tx = {tx}")).await);

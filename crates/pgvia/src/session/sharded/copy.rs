@@ -117,9 +117,11 @@ impl ShardedSession<'_> {
         }
         let timeout = self.app.config().general.server_reset_timeout;
         let Some(c) = self.held.iter_mut().flatten().next() else { return Ok(None) };
-        let literal = table.replace('\'', "''");
+        // The shared quoting: doubled quotes alone would let a backslash in the name end the
+        // literal under standard_conforming_strings = off, which clients may set.
+        let literal = crate::sharding::key_move::quote_literal(table);
         let sql = format!(
-            "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = '{literal}'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+            "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = {literal}::pg_catalog.regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
         );
         let rows = c.conn().query_rows(&sql, timeout).await?;
         Ok(rows.iter().position(|r| r.first().and_then(|v| v.as_deref()) == Some(rule.column.as_str())))

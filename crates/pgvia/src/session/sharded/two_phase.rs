@@ -51,7 +51,11 @@ static IDENTITY: OnceLock<Identity> = OnceLock::new();
 
 /// Names this process in its transaction ids: `instance` (the configured `instance_id`).
 pub fn init(instance: &str) {
-    let instance: String = instance.chars().filter(char::is_ascii_alphanumeric).take(40).collect();
+    let mut instance: String = instance.chars().filter(char::is_ascii_alphanumeric).take(40).collect();
+    if instance.is_empty() {
+        // Recovery knows a gid by its instance's letters and digits: there must be some.
+        instance.push_str("pgvia");
+    }
     let run = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -193,7 +197,7 @@ pub async fn commit(
                 let _ = c.conn().run_internal(&["ROLLBACK"], timeout).await;
             }
         }
-        abandon(held, &ctx, prepared.union(maybe)).await;
+        abandon(held, &ctx, prepared, maybe).await;
         return Err(error);
     }
     // The commit point: the decision row.
@@ -207,7 +211,7 @@ pub async fn commit(
             ));
         }
         Logged::NotDone(e) => {
-            abandon(held, &ctx, prepared).await;
+            abandon(held, &ctx, prepared, ShardSet::EMPTY).await;
             return Err(not_logged(&e));
         }
         // The row may be in: ask again on another server, fixing the decision if it is not.
@@ -251,12 +255,20 @@ struct Ctx<'a> {
     timeout: Duration,
 }
 
-/// Rolls back `shards`' prepared transactions; when one may be left, an `abort` decision so
-/// that recovery (and a coordinator that was only slow) rolls it back too.
-async fn abandon(held: &mut [Option<Checkout>], ctx: &Ctx<'_>, shards: ShardSet) {
-    if shards.is_empty() || finish(held, ctx, shards, Verb::Rollback).await {
-        return;
+/// Rolls back the `prepared` shards, and the `maybe` ones whose PREPARE may still happen (its
+/// reply lost: "no such gid" proves nothing there). When a prepared transaction may be left,
+/// an `abort` decision first, so that recovery rolls it back at its next round.
+async fn abandon(held: &mut [Option<Checkout>], ctx: &Ctx<'_>, prepared: ShardSet, maybe: ShardSet) {
+    if !maybe.is_empty() {
+        log_abort(held, ctx).await;
     }
+    let all = prepared.union(maybe);
+    if !all.is_empty() && !finish(held, ctx, all, Verb::Rollback).await && maybe.is_empty() {
+        log_abort(held, ctx).await;
+    }
+}
+
+async fn log_abort(held: &mut [Option<Checkout>], ctx: &Ctx<'_>) {
     if let Logged::NotDone(e) | Logged::Unknown(e) = decide(held, ctx, "abort").await {
         tracing::warn!(gid = ctx.gid, error = %e, "could not log an abort; recovery will roll it back");
     }
@@ -507,4 +519,35 @@ async fn recover_one(
     shard_conn(own, log).conn().run_internal(&[verb_sql(verb, gid).as_str()], timeout).await?;
     tracing::info!(gid, verb = verb.sql(), "recovered an in-doubt cross-shard transaction");
     Ok(Some(commit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{owner, verb_sql, Verb};
+
+    #[test]
+    fn only_gids_of_pgvias_form_have_an_owner() {
+        assert_eq!(owner("pgvia_host5432_1764000000000_17"), Some(("host5432", 1_764_000_000_000)));
+        for gid in [
+            "pgvia_x_1_1'; CREATE TABLE pgvia.pwned (); --",
+            "pgvia_x_1_1 ",
+            "pgvia_x y_1_1",
+            "pgvia__1_1",
+            "pgvia_x_1_",
+            "pgvia_x__1",
+            "pgvia_x_-1_1",
+            "other_x_1_1",
+        ] {
+            assert_eq!(owner(gid), None, "{gid:?}");
+        }
+    }
+
+    #[test]
+    fn a_gid_is_one_string_literal_whatever_it_holds() {
+        assert_eq!(verb_sql(Verb::Commit, "pgvia_a_1_2"), "COMMIT PREPARED E'pgvia_a_1_2'");
+        assert_eq!(
+            verb_sql(Verb::Rollback, r"x'; DROP TABLE t; --\"),
+            r"ROLLBACK PREPARED E'x''; DROP TABLE t; --\\'"
+        );
+    }
 }
