@@ -98,6 +98,14 @@ impl ShardedSession<'_> {
         loop {
             while let Some(len) = self.decoder.peek_len(&self.from_client)? {
                 let frame = self.from_client.split_to(len).freeze();
+                if !wire::frontend::is_known_tag(frame[0]) {
+                    // Refused as the plain session and PostgreSQL refuse it (08P01), before
+                    // it can reach a server.
+                    return Err(SessionError::Protocol(wire::WireError::UnknownTag {
+                        direction: "frontend",
+                        tag: char::from(frame[0]),
+                    }));
+                }
                 match frame[0] {
                     fe::QUERY if batch.is_empty() => return Ok(Unit::Query(frame)),
                     fe::TERMINATE => return Ok(Unit::Terminate),
