@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::ops::{admin_user, ADMIN, ADMIN_PASSWORD};
 use common::raw::{cancel_request, query, RawConn};
+use common::shards::{Engine, ENGINES};
 use common::{sqlstate, start_pg, ConfigBuilder, TestProxy, DB, PASSWORD, USER};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -344,12 +345,19 @@ async fn the_last_places_are_kept_for_admins() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_messages_share_one_budget() {
     let _one = ONE_AT_A_TIME.lock().await;
+    for engine in ENGINES {
+        large_messages_share_one_budget_on(engine).await;
+    }
+}
+
+async fn large_messages_share_one_budget_on(engine: Engine) {
+    eprintln!("-- the {engine:?} session engine");
     let pg = start_pg();
     let builder = ConfigBuilder::new(&pg)
         .pool("pool_mode = \"transaction\"")
         .general("max_message_size = 1048576")
         .limits("max_buffered_message_bytes = 1572864");
-    let proxy = TestProxy::start(&builder).await;
+    let proxy = engine.start(&builder, &pg).await;
     // A query of 1 MiB less a little, sent in two parts.
     let sql = format!("SELECT length('{}')", "x".repeat(1_000_000));
     let big = query(&sql);

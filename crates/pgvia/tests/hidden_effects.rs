@@ -5,6 +5,9 @@
 //! client keeps its own state where PostgreSQL would (carried settings, a pinned server,
 //! notifications through the hub).
 
+// The test bodies run once per session engine from helper functions, outside `#[test]`.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;

@@ -12,10 +12,15 @@ use common::raw::{query, RawConn};
 use common::*;
 use harness::Cluster;
 
-/// Two shards, started in parallel.
+/// Two shards, started in parallel, with prepared transactions for multi-shard writes.
 fn two_shards() -> (Cluster, Cluster) {
-    let a = std::thread::spawn(start_pg);
-    let b = start_pg();
+    let start = || {
+        let mut opts = harness::ClusterOptions::default();
+        opts.settings.push(("max_prepared_transactions".into(), "20".into()));
+        start_pg_with(opts)
+    };
+    let a = std::thread::spawn(start);
+    let b = start();
     (a.join().expect("shard thread"), b)
 }
 
@@ -152,6 +157,40 @@ async fn idle_in_transaction_timeout_ends_a_sharded_client_and_rolls_back() {
     let b = proxy.connect(USER, PASSWORD, DB).await;
     assert_eq!(on_both(&b, "SELECT count(*)::text FROM t").await, ["0", "0"]);
     drop(b);
+    proxy.assert_no_leaks().await;
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_shard_writes_held_replies_are_charged_to_the_buffer_budget() {
+    let (s0, s1) = two_shards();
+    for s in [&s0, &s1] {
+        s.psql(DB, "CREATE TABLE t (a int, pad text); GRANT ALL ON t TO app;").expect("table");
+    }
+    let config = pool_of_one(&s0, &[])
+        .general("max_message_size = 1048576")
+        .limits("max_buffered_message_bytes = 1048576");
+    let proxy = TestProxy::start_toml(&common::shards::sharded_over(&config, &[&s0, &s1])).await;
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    // An autocommit write on both shards: its replies wait for its two-phase commit. 3 MB of
+    // them do not fit in a budget of 1 MiB.
+    let big = "INSERT INTO t SELECT g, repeat('x', 1000) FROM generate_series(1, 3000) g RETURNING *";
+    let e = client.simple_query(big).await.expect_err("more than the budget");
+    assert_eq!(sqlstate(&e).as_deref(), Some("53200"), "{e:?}");
+    let message = e.as_db_error().map(|d| d.message().to_owned()).unwrap_or_default();
+    assert!(message.contains("max_buffered_message_bytes"), "{message}");
+    for s in [&s0, &s1] {
+        let direct = connect(&direct_conninfo(s, USER, PASSWORD, DB)).await.expect("direct");
+        assert_eq!(one(&direct, "SELECT count(*)::text FROM t").await, "0", "rolled back on every shard");
+        assert_eq!(one(&direct, "SELECT count(*)::text FROM pg_prepared_xacts").await, "0");
+    }
+    // The budget is given back, and the session goes on: a write that fits commits.
+    client.simple_query("INSERT INTO t VALUES (1, 'a')").await.expect("small write");
+    for s in [&s0, &s1] {
+        let direct = connect(&direct_conninfo(s, USER, PASSWORD, DB)).await.expect("direct");
+        assert_eq!(one(&direct, "SELECT count(*)::text FROM t").await, "1");
+    }
+    drop(client);
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }

@@ -2,6 +2,9 @@
 //! its own SQLSTATE, and a server taken from a client is clean for the next one. The time
 //! limits are tested on both session engines (an unsharded and a sharded database).
 
+// The test bodies run once per session engine from helper functions, outside `#[test]`.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};

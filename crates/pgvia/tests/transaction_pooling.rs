@@ -2,6 +2,9 @@
 //! The tests of what a session keeps and leaves run on both session engines (an unsharded
 //! and a sharded database, `common::shards::Engine`).
 
+// The test bodies run once per session engine from helper functions, outside `#[test]`.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;

@@ -60,6 +60,10 @@ pub(super) struct Flight {
     /// first has its result so bounded (`subquery.rs`).
     pub held_limit: Option<usize>,
     pub overflowed: bool,
+    /// With `hold`, for an autocommit write on several shards: the held replies' share of
+    /// `limits.max_buffered_message_bytes` (`crate::net::limits::Admission`), taken as they
+    /// grow; when the budget has no more, the flight overflows.
+    pub charged: Option<Option<crate::net::limits::BufferLease>>,
 }
 
 impl Flight {
@@ -74,6 +78,7 @@ impl Flight {
             in_transaction: done.in_transaction,
             reply_start: self.reply_start,
             client_parses: self.fan.client_parses(),
+            overflowed: self.overflowed,
         })
     }
 }
@@ -87,6 +92,8 @@ pub(super) struct Outcome {
     pub reply_start: usize,
     /// How many of the client's Parses the servers accepted (`names.rs`).
     pub client_parses: usize,
+    /// Held replies went past their limit and were dropped.
+    pub overflowed: bool,
 }
 
 impl ShardedSession<'_> {
@@ -98,6 +105,14 @@ impl ShardedSession<'_> {
         loop {
             while let Some(len) = self.decoder.peek_len(&self.from_client)? {
                 let frame = self.from_client.split_to(len).freeze();
+                if !wire::frontend::is_known_tag(frame[0]) {
+                    // Refused as the plain session and PostgreSQL refuse it (08P01), before
+                    // it can reach a server.
+                    return Err(SessionError::Protocol(wire::WireError::UnknownTag {
+                        direction: "frontend",
+                        tag: char::from(frame[0]),
+                    }));
+                }
                 match frame[0] {
                     fe::QUERY if batch.is_empty() => return Ok(Unit::Query(frame)),
                     fe::TERMINATE => return Ok(Unit::Terminate),
@@ -133,6 +148,7 @@ impl ShardedSession<'_> {
             if self.shutdown.now() != crate::app::Phase::Running {
                 return Err(SessionError::Shutdown);
             }
+            self.read_limits.before_read(&self.from_client, &self.decoder)?;
             self.flush_client().await?;
             self.timers.enter(if matches!(self.tx, Tx::Open { .. }) || !batch.is_empty() {
                 Wait::IdleInTransaction
@@ -270,6 +286,7 @@ impl ShardedSession<'_> {
             hold: implicit_begin,
             held_limit: None,
             overflowed: false,
+            charged: implicit_begin.then_some(None),
         })
     }
 
@@ -304,6 +321,23 @@ impl ShardedSession<'_> {
     /// `reply_start` on) and the flight marked overflowed; the shards are read on.
     fn cut_held(&mut self, flight: &mut Flight) {
         if flight.held_limit.is_some_and(|limit| self.to_client.len() > flight.reply_start + limit) {
+            self.to_client.truncate(flight.reply_start);
+            flight.overflowed = true;
+        }
+        let held = self.to_client.len().saturating_sub(flight.reply_start);
+        let Some(lease) = flight.charged.as_mut() else { return };
+        if flight.overflowed {
+            self.to_client.truncate(flight.reply_start);
+            return;
+        }
+        if held < crate::net::limits::LARGE_MESSAGE || lease.as_ref().is_some_and(|l| l.bytes() >= held) {
+            return;
+        }
+        // Grown in doublings, so a large reply takes the budget a few times, not per frame.
+        *lease = None;
+        let cap = self.app.config().limits.max_buffered_message_bytes;
+        *lease = self.app.admission.buffer_large(held.next_power_of_two(), cap);
+        if lease.is_none() {
             self.to_client.truncate(flight.reply_start);
             flight.overflowed = true;
         }
@@ -640,6 +674,20 @@ impl ShardedSession<'_> {
     /// An autocommit write that ran on several shards inside a transaction of pgvia's: it
     /// is committed on all of them with two-phase commit, or rolled back on all.
     async fn finish_implicit(&mut self, targets: ShardSet, outcome: &Outcome) {
+        if outcome.overflowed {
+            // The replies are gone, so the write must not commit without them.
+            self.rollback_held(targets).await;
+            self.to_client.truncate(outcome.reply_start);
+            let cap = self.app.config().limits.max_buffered_message_bytes;
+            let message = format!(
+                "out of memory: the replies of a write on several shards, held until it commits, do not fit in pgvia's buffer \
+                 (limits.max_buffered_message_bytes = {cap}, {} in use); the write was rolled back",
+                self.app.admission.buffered()
+            );
+            wire::build::ErrorFields::error(SqlState::OUT_OF_MEMORY, &message).write(&mut self.to_client);
+            self.errored = true;
+            return;
+        }
         if outcome.failed {
             self.rollback_held(targets).await;
             return;

@@ -97,6 +97,9 @@ pub struct ShardedSession<'a> {
     marks: Vec<crate::session::state::Marks>,
     /// The pool's idle, idle-in-transaction and query time limits, as a plain session's.
     timers: crate::session::timeouts::Timers,
+    /// A large message arriving is charged to `limits.max_buffered_message_bytes`, as a
+    /// plain session's is (`backpressure.rs`).
+    read_limits: crate::session::backpressure::ReadLimits,
     /// The schemas of the client's `search_path`, for schema-based sharding.
     search_path: Vec<String>,
     pub from_client: BytesMut,
@@ -168,6 +171,12 @@ impl<'a> ShardedSession<'a> {
         let shards = groups.len();
         let registrar = pool.client_statements();
         let timers = crate::session::timeouts::Timers::new(&pool.settings);
+        let limits = &app.config().limits;
+        let read_limits = crate::session::backpressure::ReadLimits::with(
+            app.admission.clone(),
+            limits.client_backlog_bytes as usize,
+            limits.max_buffered_message_bytes,
+        );
         ShardedSession {
             app,
             client,
@@ -184,6 +193,7 @@ impl<'a> ShardedSession<'a> {
             state: crate::session::state::SessionState::new(settings),
             marks: vec![Default::default(); shards],
             timers,
+            read_limits,
             from_client,
             to_client: BytesMut::new(),
             held: (0..shards).map(|_| None).collect(),
