@@ -169,7 +169,7 @@ pub(super) fn poll_held(
 }
 
 impl ShardedSession<'_> {
-    /// What a held server sent between exchanges: notifications and notices go to the client
+    /// What a held server sent between transactions: notifications and notices go to the client
     /// as a dedicated server's would; anything else (a FATAL as it is terminated, its close)
     /// ends that server, and the pins it held with it.
     pub(super) fn server_spoke(&mut self, shard: ShardId, said: Result<wire::Frame, ServerError>) {
@@ -194,12 +194,6 @@ impl ShardedSession<'_> {
                     c.conn().mark_broken();
                 }
                 self.marks[shard] = Marks::default();
-                if let Tx::Open { failed, participants, writers, .. } = &mut self.tx {
-                    // Its part of the transaction is gone: the rest can only roll back.
-                    *failed = true;
-                    *participants = participants.iter().filter(|&s| s != shard).collect();
-                    *writers = writers.iter().filter(|&s| s != shard).collect();
-                }
             }
         }
     }

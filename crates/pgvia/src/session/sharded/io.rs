@@ -169,7 +169,11 @@ impl ShardedSession<'_> {
                 wait = self.timers.expired(), if self.timers.armed() => {
                     return Err(self.timers.closing_error(wait));
                 }
-                (shard, said) = poll_fn(|cx| super::hand_over::poll_held(&mut self.held, cx)) => {
+                // Only between transactions: PostgreSQL sends notifications then, and a shard
+                // server lost inside a transaction must fail the client's next statement or its
+                // COMMIT (the PREPARE on it fails), never turn that COMMIT into a silent ROLLBACK.
+                (shard, said) = poll_fn(|cx| super::hand_over::poll_held(&mut self.held, cx)),
+                    if matches!(self.tx, Tx::Idle) => {
                     self.server_spoke(shard, said);
                 }
             }
