@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 
 use crate::app::{App, AppError, Phase};
 use crate::config::{Config, ThreadLayout};
@@ -37,6 +38,8 @@ pub struct Proxy {
     listener: TcpListener,
     /// The other client threads (`thread_layout = "per_core"`), accepting on the same port.
     cores: Cores,
+    /// Ends (every sender dropped) once each of those threads has closed its listener.
+    listeners_closed: mpsc::Receiver<()>,
     /// `/metrics` and `/health`, when `general.metrics_listen` is set.
     metrics: Option<TcpListener>,
     /// The Unix socket, when `general.unix_socket_dir` is set.
@@ -60,6 +63,7 @@ impl Proxy {
         app.all_hosts();
         let threads = crate::app::thread_count(&app.config());
         let bind_error = |source| ProxyError::Bind { addr: format!("{host}:{port}"), source };
+        let (listener_open, listeners_closed) = mpsc::channel::<()>(1);
         let (listener, cores) = match app.config().general.thread_layout {
             ThreadLayout::PerCore if threads > 1 => {
                 let mut group =
@@ -69,7 +73,8 @@ impl Proxy {
                     .into_iter()
                     .map(|l| {
                         let app = app.clone();
-                        move |stage| accept_on_core(app, l, stage)
+                        let open = listener_open.clone();
+                        move |stage| accept_on_core(app, l, stage, open)
                     })
                     .collect();
                 let cores = Cores::start(work, crate::app::worker_stack_size(&app.config()))
@@ -104,7 +109,8 @@ impl Proxy {
             }
             None => None,
         };
-        Ok(Self { app, listener, cores, metrics, unix, gateway })
+        drop(listener_open);
+        Ok(Self { app, listener, cores, listeners_closed, metrics, unix, gateway })
     }
 
     /// Where the HTTP gateway is served, if it is.
@@ -134,7 +140,7 @@ impl Proxy {
     /// at once, sessions finish their transactions for up to `shutdown_timeout`, and whoever
     /// is left is told 57P01 and closed.
     pub async fn run(self, stop: impl Future<Output = ()>) {
-        let Proxy { app, listener, cores, metrics, unix, gateway } = self;
+        let Proxy { app, listener, cores, mut listeners_closed, metrics, unix, gateway } = self;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(app.config().general.listen_port);
         tokio::pin!(stop);
         let sampler = tokio::spawn(sample_stats(Arc::downgrade(&app)));
@@ -160,6 +166,9 @@ impl Proxy {
         }
         drop(listener);
         cores.drain();
+        // The other threads close their listeners when they next run: wait, so that nobody is
+        // told 57P01 while the port still takes new connections on one of them.
+        let _ = tokio::time::timeout(Duration::from_secs(1), listeners_closed.recv()).await;
         drop(unix);
         // The gateway takes no new requests either; its sessions drain with the others.
         if let Some(g) = gateway {
@@ -199,6 +208,8 @@ async fn accept_on_core(
     app: Arc<App>,
     listener: std::net::TcpListener,
     mut stage: tokio::sync::watch::Receiver<Stage>,
+    // Held until the listener is dropped (locals go before parameters), which `run` waits for.
+    _open: mpsc::Sender<()>,
 ) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,

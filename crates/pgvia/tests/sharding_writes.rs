@@ -274,7 +274,8 @@ async fn copy_text_keys_are_decoded_as_postgresql_does() {
         .await
         .expect("server version")
         .get(0);
-    let last = if version < 180000 { "2\\x32\tthe last\\.\n23\tafter the marker\n" } else { "2\\x32\tthe last\n" };
+    let last =
+        if version < 180000 { "2\\x32\tthe last\\.\n23\tafter the marker\n" } else { "2\\x32\tthe last\n" };
     let rows = format!(
         "\\x31\thex one\n\\x312\thex two digits then 2\n\\061\\063\toctal 13\n\\0614\toctal then 4\n\
          1\\x35\tdigit then hex\n\\x2d16\tminus sixteen\n+\\x31\\x37\tplus seventeen\n\

@@ -271,18 +271,13 @@ impl<'a> Statement<'a> {
     /// The statement's own `WHERE` clause as a condition tree, for shard routing; `None`
     /// when it has none (or is not a `SELECT`, `UPDATE` or `DELETE`).
     pub fn condition(&self) -> Option<Condition<'a>> {
-        let start = self.data.conds.start as usize;
-        (!self.data.conds.usize().is_empty()).then(|| Condition::at(self.analysis, start))
+        condition_in(self.analysis, self.data.conds)
     }
 
     /// For `UPDATE`: the columns its `SET` clause assigns; for `MERGE`, those of its `UPDATE`
     /// actions.
     pub fn updated_columns(&self) -> impl ExactSizeIterator<Item = &'a str> + 'a {
-        let a = self.analysis;
-        a.entries[self.data.set_columns.usize()].iter().map(move |e| match e {
-            Entry::Column(s) => a.str(*s),
-            _ => "",
-        })
+        columns_in(self.analysis, self.data.set_columns)
     }
 
     /// Tables written by a data-modifying statement inside this one (a `WITH` query at any
@@ -392,17 +387,12 @@ impl<'a> NestedWrite<'a> {
     /// Its own `WHERE` clause as a condition tree; `None` when it has none (or is an
     /// `INSERT` or `MERGE`).
     pub fn condition(&self) -> Option<Condition<'a>> {
-        let start = self.data.conds.start as usize;
-        (!self.data.conds.usize().is_empty()).then(|| Condition::at(self.analysis, start))
+        condition_in(self.analysis, self.data.conds)
     }
 
     /// For `UPDATE`: the columns it assigns.
     pub fn updated_columns(&self) -> impl ExactSizeIterator<Item = &'a str> + 'a {
-        let a = self.analysis;
-        a.entries[self.data.set_columns.usize()].iter().map(move |e| match e {
-            Entry::Column(s) => a.str(*s),
-            _ => "",
-        })
+        columns_in(self.analysis, self.data.set_columns)
     }
 }
 
@@ -704,4 +694,18 @@ pub struct Hints<'a> {
     pub shard_key: Option<&'a str>,
     /// A `pgvia:` comment had a key or value that is not understood (it was ignored).
     pub unrecognized: bool,
+}
+
+/// The condition tree stored at `conds`, if there is one (a statement's or a nested write's
+/// own `WHERE`).
+fn condition_in(a: &Analysis, conds: Range32) -> Option<Condition<'_>> {
+    (!conds.usize().is_empty()).then(|| Condition::at(a, conds.start as usize))
+}
+
+/// The column names stored at `columns` (what an `UPDATE` assigns).
+fn columns_in(a: &Analysis, columns: Range32) -> impl ExactSizeIterator<Item = &str> + '_ {
+    a.entries[columns.usize()].iter().map(move |e| match e {
+        Entry::Column(s) => a.str(*s),
+        _ => "",
+    })
 }
