@@ -7,6 +7,7 @@
 mod common;
 
 use common::raw::{self, RawConn};
+use common::shards::partition_of;
 use common::{TestProxy, DB, PASSWORD, USER};
 use harness::Cluster;
 use tokio_postgres::Client;
@@ -25,20 +26,6 @@ CREATE TRIGGER gen_touch BEFORE UPDATE ON gen FOR EACH ROW EXECUTE FUNCTION touc
 
 async fn direct(pg: &Cluster) -> Client {
     common::connect(&common::direct_conninfo(pg, USER, PASSWORD, DB)).await.expect("direct connection")
-}
-
-/// The shard PostgreSQL's `PARTITION BY HASH (id)` with modulus 4 puts `id` on.
-async fn partition_of(reference: &Client, id: i64) -> usize {
-    let row = reference
-        .query_one(
-            "WITH p AS (INSERT INTO placed VALUES ($1) RETURNING tableoid::regclass::text AS part) SELECT part FROM p",
-            &[&id],
-        )
-        .await
-        .expect("place");
-    reference.execute("DELETE FROM placed", &[]).await.expect("clear placed");
-    let part: String = row.get(0);
-    part.trim_start_matches("placed_").parse().expect("partition number")
 }
 
 /// The shards holding a row with this id, read directly, with its name.

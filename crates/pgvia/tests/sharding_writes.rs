@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::shards::{self, ShardClusters};
+use common::shards::{self, partition_of, ShardClusters};
 use common::{assert_success, direct_conninfo, psql, text, TestProxy, DB, PASSWORD, USER};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
@@ -35,20 +35,6 @@ async fn setup() -> Setup {
         shards.push(direct(s).await);
     }
     Setup { c, proxy, via, reference, shards }
-}
-
-/// The partition PostgreSQL's `PARTITION BY HASH (id)`, modulus 4, puts `id` in.
-async fn partition_of(reference: &Client, id: i64) -> usize {
-    let row = reference
-        .query_one(
-            "WITH p AS (INSERT INTO placed VALUES ($1) RETURNING tableoid::regclass::text AS part) SELECT part FROM p",
-            &[&id],
-        )
-        .await
-        .expect("place");
-    reference.execute("DELETE FROM placed", &[]).await.expect("clear placed");
-    let part: String = row.get(0);
-    part.trim_start_matches("placed_").parse().expect("partition number")
 }
 
 /// Every row of `users` on every shard, read directly: (shard, id, n), sorted.

@@ -2,6 +2,7 @@
 //! sharding tests, with pgvia's configuration for them.
 
 use harness::{Cluster, ClusterOptions};
+use tokio_postgres::Client;
 
 use super::{ConfigBuilder, DB};
 
@@ -118,4 +119,19 @@ impl Engine {
             Engine::Sharded => super::TestProxy::start_toml(&sharded_over(builder, &[pg])).await,
         }
     }
+}
+
+/// The partition of the reference's `placed` table (`PARTITION BY HASH (id)`, modulus 4) that
+/// PostgreSQL puts `id` in: the shard pgvia must route it to.
+pub async fn partition_of(reference: &Client, id: i64) -> usize {
+    let row = reference
+        .query_one(
+            "WITH p AS (INSERT INTO placed VALUES ($1) RETURNING tableoid::regclass::text AS part) SELECT part FROM p",
+            &[&id],
+        )
+        .await
+        .expect("place");
+    reference.execute("DELETE FROM placed", &[]).await.expect("clear placed");
+    let part: String = row.get(0);
+    part.trim_start_matches("placed_").parse().expect("partition number")
 }
