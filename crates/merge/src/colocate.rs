@@ -15,10 +15,13 @@
 //!
 //! Anything else is refused with 0A000 naming the construct, as before.
 
-use pg_raw_parse::nodes::{A_Expr_Kind, BoolExprType, SelectStmt, SetOperation, WindowDef};
+use pg_raw_parse::nodes::{
+    A_Expr_Kind, BoolExprType, RangeVar, SelectStmt, SetOperation, WindowDef, WithClause,
+};
 use pg_raw_parse::Node;
 
 use crate::error::MergeError;
+pub(crate) use crate::joins::joined_on_keys;
 use crate::scan;
 
 /// Where a query's tables live: the planner's input for co-location.
@@ -45,7 +48,7 @@ pub struct ShardedTable {
 
 /// A relation of a FROM list.
 #[derive(Debug, Clone, PartialEq)]
-enum Rel {
+pub(crate) enum Rel {
     /// Same rows on every shard.
     Everywhere,
     /// Rows spread by a key: its co-location class and the key's column name, if exposed.
@@ -54,28 +57,39 @@ enum Rel {
 
 /// A FROM relation with the names it is referred to by.
 #[derive(Debug, Clone)]
-struct Named {
-    names: Vec<String>,
-    rel: Rel,
+pub(crate) struct Named {
+    pub(crate) names: Vec<String>,
+    pub(crate) rel: Rel,
 }
 
-struct Cx<'p> {
+/// How many shards run the statement being judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spread {
+    /// The router sent it to one shard: the rows of every table the router placed by its
+    /// own conditions (a pinned schema's, a write inside it) are all there.
+    One,
+    /// Several shards run it, each on its own rows.
+    Many,
+}
+
+pub(crate) struct Cx<'p> {
     p: &'p Placement,
     ctes: Vec<(String, Rel)>,
     /// Subqueries being looked into, to bound the recursion.
     depth: u32,
     /// A table whose placement is unknown was met.
     unknown: bool,
+    spread: Spread,
 }
 
 /// Deeper nests of subqueries than this are refused instead of risking the stack.
 const MAX_NESTING: u32 = 16;
 
-fn refuse(what: &str) -> MergeError {
+pub(crate) fn refuse(what: &str) -> MergeError {
     MergeError::unsupported(what.to_string())
 }
 
-const NOT_COLOCATED: &str =
+pub(crate) const NOT_COLOCATED: &str =
     "subquery over sharded tables that is not correlated on the shard key (it would run per shard)";
 
 /// Checks the statement's subqueries, CTEs, derived tables and window functions: `Ok(true)`
@@ -104,15 +118,17 @@ fn check_with(s: &SelectStmt, p: &Placement, judge: Windows) -> Result<bool, Mer
     let mut windows = Vec::new();
     collect(s, &mut subs, &mut windows)?;
     let derived = from_has_subselect(s.from_clause());
-    if s.with_clause().is_none()
-        && s.window_clause().is_empty()
-        && subs.is_empty()
-        && windows.is_empty()
-        && !derived
-    {
+    let constructs = s.with_clause().is_some()
+        || !s.window_clause().is_empty()
+        || !subs.is_empty()
+        || !windows.is_empty()
+        || derived;
+    // A join is judged as much as a subquery: per shard, a join not on the keys loses rows.
+    if !constructs && !several_relations(s.from_clause()) {
         return Ok(false);
     }
-    let mut cx = Cx { p, ctes: Vec::new(), depth: 0, unknown: false };
+    let spread = if judge == Windows::Checked { Spread::Many } else { Spread::One };
+    let mut cx = Cx::new(p, spread);
     let outer = cx.scope(s)?;
     let locals: Vec<&Named> = outer.iter().filter(|n| matches!(n.rel, Rel::Local { .. })).collect();
     if judge == Windows::Checked && (!windows.is_empty() || !s.window_clause().is_empty()) {
@@ -134,7 +150,12 @@ fn check_with(s: &SelectStmt, p: &Placement, judge: Windows) -> Result<bool, Mer
     for sub in subs {
         cx.subquery(sub, &locals)?;
     }
-    Ok(true)
+    Ok(constructs)
+}
+
+/// Whether a FROM list names more than one relation (a join, or a list).
+fn several_relations(from: &pg_raw_parse::list::NodeList) -> bool {
+    from.len() > 1 || from.iter().any(|f| matches!(f, Node::JoinExpr(_)))
 }
 
 /// Where a statement's CTE would be computed, judged as the planner does.
@@ -155,7 +176,7 @@ pub(crate) enum CtePlace {
 /// every shard for the CTEs after it (it is computed first and becomes a constant).
 pub(crate) fn cte_places(s: &SelectStmt, p: &Placement) -> Vec<CtePlace> {
     let Some(w) = s.with_clause() else { return Vec::new() };
-    let mut cx = Cx { p, ctes: Vec::new(), depth: 0, unknown: false };
+    let mut cx = Cx::new(p, Spread::Many);
     let mut out = Vec::new();
     for cte in w.ctes() {
         cx.unknown = false;
@@ -177,69 +198,85 @@ pub(crate) fn cte_places(s: &SelectStmt, p: &Placement) -> Vec<CtePlace> {
 /// Whether `s` reads only tables with the same rows on every shard (and constants): then
 /// one shard's rows are the whole answer.
 pub(crate) fn reads_everywhere_only(s: &SelectStmt, p: &Placement) -> bool {
-    Cx { p, ctes: Vec::new(), depth: 0, unknown: false }.everywhere(s).unwrap_or(false)
+    Cx::new(p, Spread::Many).everywhere(s).unwrap_or(false)
 }
 
-impl Cx<'_> {
+impl<'p> Cx<'p> {
+    pub(crate) fn new(p: &'p Placement, spread: Spread) -> Cx<'p> {
+        Cx { p, ctes: Vec::new(), depth: 0, unknown: false, spread }
+    }
+
     /// The relations of `s`'s FROM (its CTEs first), each sharded pair joined on its keys.
     fn scope(&mut self, s: &SelectStmt) -> Result<Vec<Named>, MergeError> {
         if let Some(w) = s.with_clause() {
-            for cte in w.ctes() {
-                let Node::SelectStmt(q) = cte.ctequery() else {
-                    return Err(refuse("data-modifying WITH across shards"));
-                };
-                let rel = if w.recursive {
+            self.with_ctes(w)?;
+        }
+        let mut rels = Vec::new();
+        let from: Vec<Node<'_>> = s.from_clause().iter().collect();
+        for f in &from {
+            self.add_from_item(*f, &mut rels)?;
+        }
+        joined_on_keys(&rels, &from, conjuncts(s.where_clause()))?;
+        Ok(rels)
+    }
+
+    /// Records the placement of each CTE of `w`, for the FROM lists that name them.
+    pub(crate) fn with_ctes(&mut self, w: &WithClause) -> Result<(), MergeError> {
+        for cte in w.ctes() {
+            let rel = match cte.ctequery() {
+                Node::SelectStmt(q) if w.recursive => {
                     if !self.everywhere(q)? {
                         return Err(refuse("WITH RECURSIVE over sharded tables across shards"));
                     }
                     Rel::Everywhere
-                } else {
-                    self.derived(q)?
-                };
-                self.ctes.push((cte.ctename().unwrap_or_default().to_owned(), rel));
-            }
+                }
+                Node::SelectStmt(q) => self.derived(q)?,
+                // The router runs a statement with a write inside on the one shard that
+                // write's own key conditions name: all of its rows are there.
+                _ if self.spread == Spread::One => Rel::Everywhere,
+                _ => return Err(refuse("data-modifying WITH across shards")),
+            };
+            self.ctes.push((cte.ctename().unwrap_or_default().to_owned(), rel));
         }
-        let mut rels = Vec::new();
-        for f in s.from_clause() {
-            self.add_from_item(f, &mut rels)?;
-        }
-        let locals: Vec<&Named> = rels.iter().filter(|n| matches!(n.rel, Rel::Local { .. })).collect();
-        if locals.len() > 1 {
-            joined_on_keys(s, &locals)?;
-        }
-        Ok(rels)
+        Ok(())
     }
 
-    fn add_from_item(&mut self, f: Node<'_>, out: &mut Vec<Named>) -> Result<(), MergeError> {
+    /// A table (or CTE) named in FROM, or a write's target.
+    pub(crate) fn table(&mut self, r: &RangeVar) -> Result<Named, MergeError> {
+        let name = r.relname().unwrap_or_default().to_owned();
+        let alias = r.alias().and_then(|a| a.aliasname()).map(str::to_owned);
+        let names = vec![alias.unwrap_or_else(|| name.clone())];
+        let cte =
+            r.schemaname().is_none().then(|| self.ctes.iter().rev().find(|(n, _)| *n == name)).flatten();
+        let rel = match cte {
+            Some((_, rel)) => rel.clone(),
+            None => match self.p.sharded.iter().find(|t| {
+                t.name == name
+                    && (t.schema.is_none()
+                        || r.schemaname().is_none()
+                        || t.schema.as_deref() == r.schemaname())
+            }) {
+                Some(t) => Rel::Local { class: t.colocation.clone(), key: Some(t.column.clone()) },
+                None if self.p.others_everywhere => Rel::Everywhere,
+                // On one shard, the router placed such a table itself (a pinned schema's
+                // is on that shard whole; an omnisharded one is everywhere).
+                None if self.spread == Spread::One => Rel::Everywhere,
+                None => {
+                    self.unknown = true;
+                    return Err(refuse(
+                        "CTE, subquery or window function over a table whose placement is unknown",
+                    ));
+                }
+            },
+        };
+        Ok(Named { names, rel })
+    }
+
+    pub(crate) fn add_from_item(&mut self, f: Node<'_>, out: &mut Vec<Named>) -> Result<(), MergeError> {
         match f {
             Node::RangeVar(r) => {
-                let name = r.relname().unwrap_or_default().to_owned();
-                let alias = r.alias().and_then(|a| a.aliasname()).map(str::to_owned);
-                let names = vec![alias.unwrap_or_else(|| name.clone())];
-                let cte = r
-                    .schemaname()
-                    .is_none()
-                    .then(|| self.ctes.iter().rev().find(|(n, _)| *n == name))
-                    .flatten();
-                let rel = match cte {
-                    Some((_, rel)) => rel.clone(),
-                    None => match self.p.sharded.iter().find(|t| {
-                        t.name == name
-                            && (t.schema.is_none()
-                                || r.schemaname().is_none()
-                                || t.schema.as_deref() == r.schemaname())
-                    }) {
-                        Some(t) => Rel::Local { class: t.colocation.clone(), key: Some(t.column.clone()) },
-                        None if self.p.others_everywhere => Rel::Everywhere,
-                        None => {
-                            self.unknown = true;
-                            return Err(refuse(
-                                "CTE, subquery or window function over a table whose placement is unknown",
-                            ));
-                        }
-                    },
-                };
-                out.push(Named { names, rel });
+                let named = self.table(r)?;
+                out.push(named);
             }
             Node::JoinExpr(j) => {
                 self.add_from_item(j.larg(), out)?;
@@ -272,7 +309,7 @@ impl Cx<'_> {
     }
 
     /// Whether `q` (and everything in it) reads only tables that are on every shard.
-    fn everywhere(&mut self, q: &SelectStmt) -> Result<bool, MergeError> {
+    pub(crate) fn everywhere(&mut self, q: &SelectStmt) -> Result<bool, MergeError> {
         self.nested(|cx| cx.everywhere_in(q))
     }
 
@@ -361,7 +398,7 @@ impl Cx<'_> {
     }
 
     /// A subquery in an expression of a scope whose sharded relations are `outer`.
-    fn subquery(&mut self, sub: &SelectStmt, outer: &[&Named]) -> Result<(), MergeError> {
+    pub(crate) fn subquery(&mut self, sub: &SelectStmt, outer: &[&Named]) -> Result<(), MergeError> {
         own_aggregates(sub)?;
         self.nested(|cx| cx.subquery_in(sub, outer))
     }
@@ -434,6 +471,10 @@ fn own_aggregates(sub: &SelectStmt) -> Result<(), MergeError> {
     for f in sub.from_clause() {
         names_of(f, &mut names);
     }
+    let mut columns = Vec::new();
+    for f in sub.from_clause() {
+        columns_of(f, &mut columns);
+    }
     let mut roots: Vec<Node<'_>> = sub.target_list().iter().map(|t| t.val()).collect();
     roots.extend([sub.where_clause(), sub.having_clause()]);
     roots.extend(sub.sort_clause().iter().map(|sb| sb.node()));
@@ -453,6 +494,8 @@ fn own_aggregates(sub: &SelectStmt) -> Result<(), MergeError> {
                         let fields: Vec<Option<&str>> = c.fields().iter().map(|f| f.as_str()).collect();
                         own &= match fields.as_slice() {
                             [.., Some(rel), _] => names.iter().any(|n| n == rel),
+                            // PostgreSQL binds a bare name in the innermost scope having it.
+                            [Some(col)] => columns.iter().any(|c| c == col),
                             _ => false,
                         };
                     }
@@ -466,6 +509,52 @@ fn own_aggregates(sub: &SelectStmt) -> Result<(), MergeError> {
         Ok(())
     } else {
         Err(refuse(WHY))
+    }
+}
+
+/// The column names a FROM item is known to expose without the catalog: a derived table's
+/// (or VALUES list's) and a function's with a column alias list.
+fn columns_of(n: Node<'_>, out: &mut Vec<String>) {
+    let aliased = |a: Option<&pg_raw_parse::nodes::Alias>, out: &mut Vec<String>| {
+        let names: Vec<String> = a
+            .map(|a| a.colnames().iter().filter_map(|c| c.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        let any = !names.is_empty();
+        out.extend(names);
+        any
+    };
+    match n {
+        Node::RangeSubselect(r) => {
+            if aliased(r.alias(), out) {
+                return;
+            }
+            let Node::SelectStmt(q) = r.subquery() else { return };
+            if let Some(row) = q.values_lists().iter().next() {
+                let width = match row {
+                    Node::NodeList(l) => l.len(),
+                    _ => 0,
+                };
+                out.extend((1..=width).map(|i| format!("column{i}")));
+                return;
+            }
+            for t in q.target_list() {
+                let name = t.name().map(str::to_owned).or_else(|| match t.val() {
+                    Node::ColumnRef(c) => {
+                        c.fields().iter().last().and_then(|f| f.as_str()).map(str::to_owned)
+                    }
+                    _ => None,
+                });
+                out.extend(name);
+            }
+        }
+        Node::RangeFunction(r) => {
+            aliased(r.alias(), out);
+        }
+        Node::JoinExpr(j) => {
+            columns_of(j.larg(), out);
+            columns_of(j.rarg(), out);
+        }
+        _ => {}
     }
 }
 
@@ -488,7 +577,7 @@ fn from_has_subselect(from: &pg_raw_parse::list::NodeList) -> bool {
 }
 
 /// The subqueries and window definitions in `s`'s own expressions (not inside subqueries).
-fn collect<'a>(
+pub(crate) fn collect<'a>(
     s: &'a SelectStmt,
     subs: &mut Vec<&'a SelectStmt>,
     windows: &mut Vec<&'a WindowDef>,
@@ -500,16 +589,32 @@ fn collect<'a>(
     roots.push(s.having_clause());
     roots.extend(s.sort_clause().iter().map(|sb| sb.node()));
     roots.extend(s.distinct_clause().iter());
-    fn quals<'a>(n: Node<'a>, roots: &mut Vec<Node<'a>>) {
-        if let Node::JoinExpr(j) = n {
-            roots.push(j.quals());
-            quals(j.larg(), roots);
-            quals(j.rarg(), roots);
+    roots.extend(s.values_lists().iter());
+    from_roots(s.from_clause().iter(), &mut roots);
+    collect_in(roots, subs, windows)
+}
+
+/// The expressions of FROM items that may hold subqueries: JOIN conditions, the arguments of
+/// functions in FROM.
+pub(crate) fn from_roots<'a>(items: impl Iterator<Item = Node<'a>>, roots: &mut Vec<Node<'a>>) {
+    for n in items {
+        match n {
+            Node::JoinExpr(j) => {
+                roots.push(j.quals());
+                from_roots([j.larg(), j.rarg()].into_iter(), roots);
+            }
+            Node::RangeFunction(_) => roots.push(n),
+            _ => {}
         }
     }
-    for f in s.from_clause() {
-        quals(f, &mut roots);
-    }
+}
+
+/// The subqueries and window definitions in `roots` (not inside subqueries).
+pub(crate) fn collect_in<'a>(
+    roots: Vec<Node<'a>>,
+    subs: &mut Vec<&'a SelectStmt>,
+    windows: &mut Vec<&'a WindowDef>,
+) -> Result<(), MergeError> {
     for root in roots {
         scan::walk(root, 0, &mut |n| {
             match n {
@@ -558,7 +663,7 @@ fn partitioned_by(s: &SelectStmt, w: &WindowDef, t: &Named) -> bool {
 }
 
 /// Whether `n` is a column reference to `t`'s `key` (unqualified only when `bare` allows).
-fn is_key(n: Node<'_>, t: &Named, key: &str, bare: bool) -> bool {
+pub(crate) fn is_key(n: Node<'_>, t: &Named, key: &str, bare: bool) -> bool {
     let Node::ColumnRef(c) = n else { return false };
     let fields: Vec<Option<&str>> = c.fields().iter().map(|f| f.as_str()).collect();
     match fields.as_slice() {
@@ -569,7 +674,7 @@ fn is_key(n: Node<'_>, t: &Named, key: &str, bare: bool) -> bool {
 }
 
 /// The top-level AND terms of a condition.
-fn conjuncts(n: Node<'_>) -> Vec<Node<'_>> {
+pub(crate) fn conjuncts(n: Node<'_>) -> Vec<Node<'_>> {
     match n {
         Node::BoolExpr(b) if b.boolop == BoolExprType::AND_EXPR => {
             b.args().iter().flat_map(conjuncts).collect()
@@ -580,55 +685,10 @@ fn conjuncts(n: Node<'_>) -> Vec<Node<'_>> {
 }
 
 /// `a = b`'s sides.
-fn equality(n: Node<'_>) -> Option<(Node<'_>, Node<'_>)> {
+pub(crate) fn equality(n: Node<'_>) -> Option<(Node<'_>, Node<'_>)> {
     let Node::A_Expr(e) = n else { return None };
     let op: Vec<_> = e.name().iter().filter_map(|n| n.as_str()).collect();
     (e.kind == A_Expr_Kind::AEXPR_OP && op == ["="]).then(|| (e.lexpr(), e.rexpr()))
-}
-
-/// Several sharded relations in one FROM must be of one class and joined, key to key, into
-/// one (by `a.key = b.key` in WHERE or a JOIN's ON).
-fn joined_on_keys(s: &SelectStmt, locals: &[&Named]) -> Result<(), MergeError> {
-    const WHY: &str = "join of sharded relations not on their shard keys across shards";
-    let mut conds = conjuncts(s.where_clause());
-    fn quals<'a>(n: Node<'a>, out: &mut Vec<Node<'a>>) {
-        if let Node::JoinExpr(j) = n {
-            out.extend(conjuncts(j.quals()));
-            quals(j.larg(), out);
-            quals(j.rarg(), out);
-        }
-    }
-    for f in s.from_clause() {
-        quals(f, &mut conds);
-    }
-    let key_of = |n: &Named| match &n.rel {
-        Rel::Local { class, key: Some(k) } => Some((class.clone(), k.clone())),
-        _ => None,
-    };
-    let mut group: Vec<usize> = (0..locals.len()).collect();
-    fn root(g: &mut [usize], mut i: usize) -> usize {
-        while g[i] != i {
-            i = g[i];
-        }
-        i
-    }
-    for c in conds {
-        let Some((a, b)) = equality(c) else { continue };
-        let side =
-            |x: Node<'_>| locals.iter().position(|n| key_of(n).is_some_and(|(_, k)| is_key(x, n, &k, false)));
-        if let (Some(i), Some(j)) = (side(a), side(b)) {
-            let (ri, rj) = (root(&mut group, i), root(&mut group, j));
-            group[ri] = rj;
-        }
-    }
-    let classes: Vec<_> = locals.iter().map(|n| key_of(n).map(|(c, _)| c)).collect();
-    let first = root(&mut group, 0);
-    for i in 0..locals.len() {
-        if root(&mut group, i) != first || classes[i].is_none() || classes[i] != classes[0] {
-            return Err(refuse(WHY));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -134,21 +134,6 @@ impl MergePlan {
         Ok(plan)
     }
 
-    /// For a SELECT the shard planner sends to one shard of several (its key conditions name
-    /// one): `Ok` when that shard alone gives the answer, else 0A000 naming the construct.
-    /// Its subqueries, CTEs and derived tables must be co-located ([`Placement`]): an
-    /// uncorrelated `(SELECT count(*) FROM t)` there would count that shard's rows only.
-    /// Window functions and the rest need no check: every row the query reads is there.
-    pub fn check_one_shard(sql: &str, placement: &Placement) -> Result<(), MergeError> {
-        let parsed = pg_raw_parse::parse(sql).map_err(|e| MergeError::Syntax(e.to_string()))?;
-        for raw in parsed.iter() {
-            if let Node::SelectStmt(s) = raw.stmt() {
-                colocate::check_one_shard(s, placement)?;
-            }
-        }
-        Ok(())
-    }
-
     /// The SQL every shard runs.
     pub fn shard_sql(&self) -> &str {
         &self.shard_sql

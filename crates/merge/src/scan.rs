@@ -148,6 +148,8 @@ pub(crate) fn walk<'a>(
         Node::ResTarget(r) => go(r.val()),
         Node::SortBy(s) => go(s.node()),
         Node::SubLink(l) => go(l.testexpr()),
+        // `SET (a, b) = (SELECT ...)` in an UPDATE.
+        Node::MultiAssignRef(m) => go(m.source()),
         _ => Ok(()),
     }
 }

@@ -343,6 +343,17 @@ fn the_route_command() {
             hash(5)
         )
     );
+    // A join the placement does not prove is routed, and shown refused as the session refuses it.
+    for sql in [
+        "SELECT * FROM orders o JOIN accounts a ON a.id = o.account WHERE o.customer_id = 5",
+        "DELETE FROM orders WHERE customer_id IN (SELECT customer_id FROM accounts)",
+    ] {
+        let out = route_text(&path, &request(sql, None)).expect("routes");
+        assert!(out.contains("\nrefused: ERROR 0A000: "), "{out}");
+    }
+    let out = route_text(&path, &request("SELECT * FROM orders a JOIN orders b USING (customer_id)", None))
+        .expect("routes");
+    assert!(!out.contains("refused"), "{out}");
     let e = route_text(&path, &request("SELECT * FROM users WHERE region = 'x'", None)).expect_err("error");
     assert!(e.starts_with("ERROR 23514: "), "{e}");
     let e = route_text(&path, &RouteRequest { database: None, ..request("SELECT 1", None) })

@@ -65,21 +65,53 @@ pub fn route_text(config_path: &Path, request: &RouteRequest) -> Result<String, 
     let analyzer = Analyzer::new(config.analyzer_options()).map_err(|e| e.to_string())?;
     let search_path = shard::parse_search_path(&request.search_path);
     let session = SessionHints { shard: None, sharding_key: None, search_path: &search_path, explain: true };
-    let routes = match &request.params {
+    let mut scratch = String::new();
+    let (analysis, routes) = match &request.params {
         Some(values) => {
             let analysis = analyzer.analyze(&request.sql, &request.param_types);
             let values: Vec<Option<&[u8]>> = values.iter().map(|v| v.as_deref().map(str::as_bytes)).collect();
-            plan(&rules, &analysis, &Params::Bind { formats: &[], values: &values }, &session)
+            let routes = plan(&rules, &analysis, &Params::Bind { formats: &[], values: &values }, &session);
+            (analysis, routes)
         }
         None => {
-            let mut scratch = String::new();
             let analysis = analyzer.analyze_query(&request.sql, &mut scratch);
             let ranges = route::constants(&request.sql);
-            plan(&rules, &analysis, &Params::Constants { sql: &request.sql, ranges: &ranges }, &session)
+            let routes =
+                plan(&rules, &analysis, &Params::Constants { sql: &request.sql, ranges: &ranges }, &session);
+            (analysis, routes)
         }
     };
     let routes = routes.map_err(|e| format!("ERROR {}: {e}", e.sqlstate()))?;
-    Ok(render(&routes))
+    let mut text = render(&routes);
+    if let Some((code, message)) = refusal(&rules, &analysis, &request.sql, &routes) {
+        let _ = writeln!(text, "refused: ERROR {code}: {message}");
+    }
+    Ok(text)
+}
+
+/// What the session refuses of a routed statement for want of a placement proof: the same
+/// judgement (`super::prove_placement`, the merge planner for a SELECT on several shards,
+/// whose uncorrelated subqueries may still be computed first).
+fn refusal(
+    rules: &crate::config::ShardingRules,
+    analysis: &route::Analysis,
+    sql: &str,
+    routes: &[StatementRoute],
+) -> Option<(String, String)> {
+    let [route] = routes else { return None };
+    let shards = match route.target {
+        Target::Shards(s) => s.len(),
+        Target::AnyOf(_) | Target::NoRows => 1,
+    };
+    let select =
+        analysis.statement(0).is_some_and(|s| matches!(s.kind(), route::StatementKind::Select { .. }));
+    if select && shards > 1 {
+        let placement = super::merge_placement(rules);
+        merge::MergePlan::for_select_placed(sql, &placement).err()?;
+        return merge::ComputeFirst::new(sql, &placement).step().err();
+    }
+    let e = super::prove_placement(rules, analysis, sql.as_bytes(), shards).err()?;
+    Some((e.sqlstate().to_owned(), e.to_string()))
 }
 
 /// One block per statement: target, then the reasons.

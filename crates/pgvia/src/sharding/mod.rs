@@ -25,7 +25,7 @@ use crate::config::{ShardingRules, TableRule, UnshardedTables};
 pub use fanouts::Fanouts;
 pub use keys::literal;
 pub use params::{Params, Raw};
-pub use placement::merge_placement;
+pub use placement::{merge_placement, prove_placement};
 
 /// The session's sharding settings (`SET pgvia.shard`, `SET pgvia.sharding_key`,
 /// `search_path`). A comment hint in the statement wins over them.

@@ -53,10 +53,25 @@ pub fn config(c: &ShardClusters, tables: &[&str]) -> String {
     config_with(c, tables, |b| b)
 }
 
+/// As [`config`], with each table sharded on its own key column and type: `(table, column,
+/// type)`, e.g. `("accounts", "email", "text")`. Tables with equal key types are co-located.
+pub fn config_keyed(c: &ShardClusters, tables: &[(&str, &str, &str)]) -> String {
+    keyed_with(c, tables, |b| b)
+}
+
 /// As [`config`], with more settings from `more` (a `[gateway]`, say).
 pub fn config_with(
     c: &ShardClusters,
     tables: &[&str],
+    more: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> String {
+    let keyed: Vec<(&str, &str, &str)> = tables.iter().map(|t| (*t, "id", "bigint")).collect();
+    keyed_with(c, &keyed, more)
+}
+
+fn keyed_with(
+    c: &ShardClusters,
+    tables: &[(&str, &str, &str)],
     more: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
 ) -> String {
     let base = ConfigBuilder::new(&c.reference)
@@ -72,9 +87,9 @@ pub fn config_with(
     for s in &c.shards {
         db.push_str(&format!("\n[[databases.shards]]\nhost = \"{}\"\nport = {}\n", s.host(), s.port()));
     }
-    for t in tables {
+    for (t, column, ty) in tables {
         db.push_str(&format!(
-            "\n[[databases.sharded_tables]]\nname = \"{t}\"\ncolumn = \"id\"\ntype = \"bigint\"\n"
+            "\n[[databases.sharded_tables]]\nname = \"{t}\"\ncolumn = \"{column}\"\ntype = \"{ty}\"\n"
         ));
     }
     db.push('\n');

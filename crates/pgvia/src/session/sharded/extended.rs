@@ -253,6 +253,15 @@ impl ShardedSession<'_> {
                         return self.refuse_at(&frames, at, error.freeze()).await;
                     }
                     if let Some(rule) = self.key_update_rule(&analysis) {
+                        // Judged as running on many shards: its rows may move to any.
+                        if let Err((code, message)) =
+                            self.check_placement(&analysis, &stmt.sql, self.rules.shard_count)
+                        {
+                            let mut error = BytesMut::new();
+                            wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, &message)
+                                .write(&mut error);
+                            return self.refuse_at(&frames, at, error.freeze()).await;
+                        }
                         // Its rows may move to other shards (`key_move.rs`).
                         return self.key_update_batch(frames.clone(), rule).await;
                     }
@@ -300,8 +309,8 @@ impl ShardedSession<'_> {
                     let mut shard_sql = sql.clone();
                     let mut describe = false;
                     let mut one_format = None;
-                    if select && set.len() == 1 {
-                        if let Err((code, message)) = self.check_one_shard(&sql) {
+                    if !(select && set.len() > 1) {
+                        if let Err((code, message)) = self.check_placement(&analysis, &sql, set.len()) {
                             self.refuse(code, &message);
                             return Ok(());
                         }

@@ -428,6 +428,11 @@ impl<'a> ShardedSession<'a> {
         };
         self.count_fanouts(&routes, sql);
         if let Some(rule) = self.key_update_rule(&analysis) {
+            // Its rows may move to any shard: judged as running on many.
+            if let Err((code, message)) = self.check_placement(&analysis, sql, self.rules.shard_count) {
+                self.refuse(code, &message);
+                return Ok(());
+            }
             return self.key_update_simple(frame, rule, &routes).await;
         }
         if let [route] = routes.as_slice() {
@@ -450,8 +455,8 @@ impl<'a> ShardedSession<'a> {
         let writes = analysis.writes();
         let select = analysis.len() == 1
             && analysis.statement(0).is_some_and(|s| matches!(s.kind(), route::StatementKind::Select { .. }));
-        if select && targets.len() == 1 {
-            if let Err((code, message)) = self.check_one_shard(sql) {
+        if !(select && targets.len() > 1) {
+            if let Err((code, message)) = self.check_placement(&analysis, sql, targets.len()) {
                 self.refuse(code, &message);
                 return Ok(());
             }
@@ -648,16 +653,15 @@ impl<'a> ShardedSession<'a> {
         Ok(Some((plan.shard_sql().to_owned(), fanout::Merge::new(merger, targets.len(), drop_description))))
     }
 
-    /// A SELECT sent to one shard of several must not hold a subquery, CTE or derived table
-    /// that reads other shards' rows (`merge::MergePlan::check_one_shard`). Only a text with
-    /// a nested SELECT can hold one, so others cost a byte scan, not a parse.
-    fn check_one_shard(&self, sql: &[u8]) -> Result<(), (&'static str, String)> {
-        if self.rules.shard_count < 2 || !nested_select(sql) {
-            return Ok(());
-        }
-        let text = std::str::from_utf8(sql)
-            .map_err(|_| ("0A000", "a sharded query must be valid UTF-8".to_owned()))?;
-        merge::MergePlan::check_one_shard(text, &sharding::merge_placement(&self.rules))
+    /// Whether what the shards compute from their own rows is the statement's answer
+    /// (`sharding::prove_placement`); the simple and extended paths both ask here.
+    fn check_placement(
+        &self,
+        analysis: &route::Analysis,
+        sql: &[u8],
+        shards: usize,
+    ) -> Result<(), (&'static str, String)> {
+        sharding::prove_placement(&self.rules, analysis, sql, shards)
             .map_err(|e| (e.sqlstate(), e.to_string()))
     }
 
@@ -696,11 +700,6 @@ impl<'a> ShardedSession<'a> {
             self.app.fanouts.count(database, sql);
         }
     }
-}
-
-/// Whether `sql` has a second `SELECT` (any case): a subquery, CTE or derived table.
-fn nested_select(sql: &[u8]) -> bool {
-    sql.windows(6).filter(|w| w.eq_ignore_ascii_case(b"select")).nth(1).is_some()
 }
 
 /// The schemas of `search_path` among `settings`.
