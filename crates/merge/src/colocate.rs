@@ -540,7 +540,7 @@ fn columns_of(n: Node<'_>, out: &mut Vec<String>) {
             for t in q.target_list() {
                 let name = t.name().map(str::to_owned).or_else(|| match t.val() {
                     Node::ColumnRef(c) => {
-                        c.fields().iter().last().and_then(|f| f.as_str()).map(str::to_owned)
+                        c.fields().iter().next_back().and_then(|f| f.as_str()).map(str::to_owned)
                     }
                     _ => None,
                 });

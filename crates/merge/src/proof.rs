@@ -90,6 +90,15 @@ pub fn prove_placement(sql: &str, placement: &Placement, spread: Spread) -> Resu
                 };
                 write.judge(placement, spread)?;
             }
+            // `COPY (SELECT ...) TO`: the shards' rows are streamed as they come.
+            Node::CopyStmt(c) => {
+                if let Node::SelectStmt(s) = c.query() {
+                    match spread {
+                        Spread::One => colocate::check_one_shard(s, placement)?,
+                        Spread::Many => colocate::check(s, placement).map(|_| ())?,
+                    }
+                }
+            }
             _ => {}
         }
     }

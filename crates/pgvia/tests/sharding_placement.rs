@@ -88,6 +88,15 @@ async fn extended(client: &Client, sql: &str) -> Outcome {
     Ok((out, n.to_string()))
 }
 
+/// The lines `COPY ... TO STDOUT` sends.
+async fn copied(client: &Client, sql: &str) -> Vec<String> {
+    use futures_util::StreamExt;
+    let stream = client.copy_out(sql).await.unwrap();
+    let chunks: Vec<bytes::Bytes> = stream.map(|c| c.unwrap()).collect().await;
+    let text: Vec<u8> = chunks.concat();
+    String::from_utf8(text).unwrap().lines().map(str::to_owned).collect()
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Protocol {
     Simple,
@@ -220,6 +229,17 @@ async fn joins_are_answered_only_when_placement_proves_them() {
             assert_eq!(got, Err("0A000".to_owned()), "{sql} ({protocol:?}); the reference gives {want:?}");
         }
     }
+    // `COPY (query) TO STDOUT` streams the shards' rows: a co-located join's are the
+    // reference's (in another order), one off the keys is refused.
+    let sql = "COPY (SELECT c.customer_id, o.order_id FROM customers c JOIN orders o USING (customer_id)) TO STDOUT";
+    let (mut want, mut got) = (copied(&s.reference, sql).await, copied(&s.through, sql).await);
+    want.sort();
+    got.sort();
+    assert!(!want.is_empty());
+    assert_eq!(got, want, "{sql}");
+    let sql = "COPY (SELECT a.email FROM accounts a JOIN customers c ON c.email = a.email) TO STDOUT";
+    assert_eq!(simple(&s.through, sql).await.map(|_| ()), Err("0A000".to_owned()), "{sql}");
+    assert_eq!(simple(&s.through, "SELECT 1").await.map(|r| r.0), Ok(vec![vec![Some("1".to_owned())]]));
     // The refusal names the construct.
     let e = s.through.simple_query(REFUSED[0]).await.unwrap_err();
     let message = e.as_db_error().map(|d| d.message().to_owned()).unwrap_or_default();

@@ -46,6 +46,7 @@ pub fn prove_placement(
         return Ok(());
     }
     let several = stmt.tables().nth(1).is_some();
+    // `COPY (SELECT ...)` holds one SELECT: a second is a subquery.
     let judged = match stmt.kind() {
         StatementKind::Select { .. } => {
             shards < 2 && (several || nested_select(sql) || has_word(sql, b"join"))
@@ -54,6 +55,7 @@ pub fn prove_placement(
         StatementKind::Delete { .. } => several || has_word(sql, b"select") || has_word(sql, b"using"),
         StatementKind::Insert { .. } => several || has_word(sql, b"select"),
         StatementKind::Merge { .. } => true,
+        StatementKind::Copy { .. } => several || has_word(sql, b"join") || nested_select(sql),
         _ => false,
     };
     if !judged {
