@@ -60,6 +60,9 @@ pub(crate) enum Rel {
 pub(crate) struct Named {
     pub(crate) names: Vec<String>,
     pub(crate) rel: Rel,
+    /// Constants its key equals by an AND term of its scope's WHERE (`o.key = 3`, `key = $1`):
+    /// relations of one class pinned to the same constant are on one shard, as if joined.
+    pub(crate) pins: Vec<String>,
 }
 
 /// How many shards run the statement being judged.
@@ -80,6 +83,9 @@ pub(crate) struct Cx<'p> {
     /// A table whose placement is unknown was met.
     unknown: bool,
     spread: Spread,
+    /// Whether a subquery whose key is pinned to the outer relation's constant counts as
+    /// correlated with it (see [`pin`]).
+    pins_correlate: bool,
 }
 
 /// Deeper nests of subqueries than this are refused instead of risking the stack.
@@ -129,6 +135,12 @@ fn check_with(s: &SelectStmt, p: &Placement, judge: Windows) -> Result<bool, Mer
     }
     let spread = if judge == Windows::Checked { Spread::Many } else { Spread::One };
     let mut cx = Cx::new(p, spread);
+    // Across shards, an aggregate without GROUP BY gives a row on every shard, those
+    // without the pinned outer rows too, with a subquery computed there.
+    let one_group = s.group_clause().is_empty()
+        && (!matches!(s.having_clause(), Node::None)
+            || s.target_list().iter().any(|t| scan::has_aggregate(t.val())));
+    cx.pins_correlate = spread == Spread::One || !one_group;
     let outer = cx.scope(s)?;
     let locals: Vec<&Named> = outer.iter().filter(|n| matches!(n.rel, Rel::Local { .. })).collect();
     if judge == Windows::Checked && (!windows.is_empty() || !s.window_clause().is_empty()) {
@@ -203,7 +215,7 @@ pub(crate) fn reads_everywhere_only(s: &SelectStmt, p: &Placement) -> bool {
 
 impl<'p> Cx<'p> {
     pub(crate) fn new(p: &'p Placement, spread: Spread) -> Cx<'p> {
-        Cx { p, ctes: Vec::new(), depth: 0, unknown: false, spread }
+        Cx { p, ctes: Vec::new(), depth: 0, unknown: false, spread, pins_correlate: true }
     }
 
     /// The relations of `s`'s FROM (its CTEs first), each sharded pair joined on its keys.
@@ -216,7 +228,9 @@ impl<'p> Cx<'p> {
         for f in &from {
             self.add_from_item(*f, &mut rels)?;
         }
-        joined_on_keys(&rels, &from, conjuncts(s.where_clause()))?;
+        let conds = conjuncts(s.where_clause());
+        pin(&mut rels, &conds);
+        joined_on_keys(&rels, &from, conds)?;
         Ok(rels)
     }
 
@@ -264,12 +278,12 @@ impl<'p> Cx<'p> {
                 None => {
                     self.unknown = true;
                     return Err(refuse(
-                        "CTE, subquery or window function over a table whose placement is unknown",
+                        "join, CTE, subquery or window function over a table whose placement is unknown",
                     ));
                 }
             },
         };
-        Ok(Named { names, rel })
+        Ok(Named { names, rel, pins: Vec::new() })
     }
 
     pub(crate) fn add_from_item(&mut self, f: Node<'_>, out: &mut Vec<Named>) -> Result<(), MergeError> {
@@ -289,9 +303,11 @@ impl<'p> Cx<'p> {
                 let Node::SelectStmt(q) = r.subquery() else { return Err(refuse("subquery in FROM")) };
                 let rel = self.derived(q)?;
                 let names = r.alias().and_then(|a| a.aliasname()).map(str::to_owned).into_iter().collect();
-                out.push(Named { names, rel });
+                out.push(Named { names, rel, pins: Vec::new() });
             }
-            Node::RangeFunction(_) => out.push(Named { names: Vec::new(), rel: Rel::Everywhere }),
+            Node::RangeFunction(_) => {
+                out.push(Named { names: Vec::new(), rel: Rel::Everywhere, pins: Vec::new() })
+            }
             _ => return Err(refuse("FROM item across shards")),
         }
         Ok(())
@@ -431,7 +447,7 @@ impl<'p> Cx<'p> {
                     || (is_key(b, u, inner_key, true) && is_key(a, t, outer_key, false))
             }
             None => false,
-        });
+        }) || (self.pins_correlate && u.pins.iter().any(|p| t.pins.contains(p)));
         if !correlated {
             return Err(refuse(NOT_COLOCATED));
         }
@@ -670,6 +686,36 @@ pub(crate) fn is_key(n: Node<'_>, t: &Named, key: &str, bare: bool) -> bool {
         [Some(col)] => bare && *col == key,
         [.., Some(rel), Some(col)] => *col == key && t.names.iter().any(|n| n == rel),
         _ => false,
+    }
+}
+
+/// Records in each sharded relation of a scope the constants its key is set equal to by
+/// `conds` (its WHERE's AND terms): a bare key column only when the scope has one relation.
+/// Two keys equal to one constant are equal: a join proof, and a subquery pinned to the outer
+/// relation's constant is correlated with it (only the shard of the outer rows computes it),
+/// except across shards under an aggregate without GROUP BY, which has a row on every shard.
+pub(crate) fn pin(rels: &mut [Named], conds: &[Node<'_>]) {
+    let alone = rels.len() == 1;
+    for c in conds {
+        let Some((a, b)) = equality(*c) else { continue };
+        for (col, value) in [(a, b), (b, a)] {
+            let Some(value) = constant(value) else { continue };
+            for n in rels.iter_mut() {
+                let Rel::Local { key: Some(key), .. } = &n.rel else { continue };
+                if is_key(col, n, key, alone) {
+                    n.pins.push(value.clone());
+                }
+            }
+        }
+    }
+}
+
+/// A literal or a parameter, as text that is equal only for the same value.
+fn constant(n: Node<'_>) -> Option<String> {
+    match n {
+        Node::A_Const(c) if !c.isnull => c.val().map(|v| format!("{v:?}")),
+        Node::ParamRef(p) => Some(format!("${}", p.number)),
+        _ => None,
     }
 }
 

@@ -31,6 +31,14 @@ pub(crate) fn joined_on_keys<'a>(
             joins.union(i, j);
         }
     }
+    // Keys equal to the same constant are equal to each other.
+    for i in 0..rels.len() {
+        for j in (i + 1)..rels.len() {
+            if rels[i].pins.iter().any(|p| rels[j].pins.contains(p)) {
+                joins.union(i, j);
+            }
+        }
+    }
     let locals: Vec<usize> = (0..rels.len()).filter(|i| matches!(rels[*i].rel, Rel::Local { .. })).collect();
     let [first, _, ..] = locals.as_slice() else { return Ok(()) };
     let first = *first;

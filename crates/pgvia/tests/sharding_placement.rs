@@ -195,6 +195,9 @@ const ANSWERED: &[&str] = &[
      AND i.order_id = o.order_id WHERE o.customer_id = 7 ORDER BY 1, 2",
     "SELECT c.name, count(*) FROM customers c JOIN orders o USING (customer_id) WHERE customer_id = 8 GROUP BY c.name",
     "SELECT a.balance, p.name FROM accounts a JOIN products p ON p.price = a.balance WHERE a.email = 'c10@x'",
+    // Keys pinned to one constant are equal: the same shard.
+    "SELECT o.order_id, i.qty FROM orders o JOIN order_items i ON i.order_id = o.order_id \
+     WHERE o.customer_id = 9 AND i.customer_id = 9 ORDER BY 1, 2",
 ];
 
 /// Reads whose placement is not proven: before, answered per shard and concatenated (rows
@@ -229,6 +232,20 @@ async fn joins_are_answered_only_when_placement_proves_them() {
             assert_eq!(got, Err("0A000".to_owned()), "{sql} ({protocol:?}); the reference gives {want:?}");
         }
     }
+    // With Bind parameters: keys pinned to one parameter are answered, a join off the keys
+    // routed by one is refused.
+    let sql = "SELECT o.order_id, i.qty FROM orders o JOIN order_items i ON i.order_id = o.order_id \
+               WHERE o.customer_id = $1 AND i.customer_id = $1 ORDER BY 1, 2";
+    let pairs = |rs: Vec<tokio_postgres::Row>| {
+        rs.iter().map(|r| (r.get::<_, i64>(0), r.get::<_, i32>(1))).collect::<Vec<_>>()
+    };
+    let want = pairs(s.reference.query(sql, &[&9i64]).await.unwrap());
+    assert!(!want.is_empty());
+    assert_eq!(pairs(s.through.query(sql, &[&9i64]).await.unwrap()), want, "{sql}");
+    let sql = "SELECT c.name, a.balance FROM customers c JOIN accounts a ON a.email = c.email WHERE c.customer_id = $1";
+    assert_eq!(s.reference.query(sql, &[&7i64]).await.unwrap().len(), 1);
+    let e = s.through.query(sql, &[&7i64]).await.unwrap_err();
+    assert_eq!(common::sqlstate(&e).as_deref(), Some("0A000"), "{sql}: {e}");
     // `COPY (query) TO STDOUT` streams the shards' rows: a co-located join's are the
     // reference's (in another order), one off the keys is refused.
     let sql = "COPY (SELECT c.customer_id, o.order_id FROM customers c JOIN orders o USING (customer_id)) TO STDOUT";
@@ -263,6 +280,9 @@ const WRITES: &[&str] = &[
     "DELETE FROM accounts a USING products p WHERE p.product_id = a.balance % 10 AND p.price = {n}0",
     "UPDATE customers c SET name = c.name || '+' FROM orders o WHERE o.customer_id = c.customer_id AND o.total = 3{n}",
     "UPDATE products SET price = price + 1 WHERE product_id IN (SELECT {n} UNION SELECT 4)",
+    // On one shard, a subquery pinned to the outer key's constant.
+    "UPDATE orders SET total = total + 1 WHERE customer_id = 5 \
+     AND order_id IN (SELECT order_id FROM order_items WHERE customer_id = 5 AND qty > {n})",
 ];
 
 /// Writes whose rows a subquery or a join over tables sharded differently chooses: before,
