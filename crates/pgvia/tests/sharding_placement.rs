@@ -214,6 +214,8 @@ const REFUSED: &[&str] = &[
     "SELECT c.name, a.balance FROM customers c JOIN accounts a ON a.email = c.email WHERE c.customer_id = 7",
     "SELECT o.order_id, e.kind FROM orders o JOIN events e ON e.order_id = o.order_id WHERE o.customer_id = 8 ORDER BY 1",
     "SELECT a.email, c.name FROM accounts a JOIN customers c USING (customer_id) WHERE a.email = 'c9@x'",
+    // A self-join off the key, by a comma, on the shard of one side's key.
+    "SELECT count(*) FROM orders a, orders b WHERE a.customer_id = 5 AND b.total = a.total",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

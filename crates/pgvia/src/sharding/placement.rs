@@ -29,8 +29,8 @@ pub fn merge_placement(rules: &ShardingRules) -> merge::Placement {
 /// shard, or a write on one shard or many, whose join or subquery reads tables sharded
 /// otherwise would be computed per shard. A SELECT on several shards is the merge planner's,
 /// judged by the same rules. Only a statement naming a sharded table and either several
-/// tables, a subquery, a join, or a FROM (USING) list in a write can fail: the others cost a
-/// byte scan, not a parse.
+/// tables (or one twice), a subquery, a join, or a FROM (USING) list in a write can fail: the
+/// others cost a byte scan, not a parse.
 pub fn prove_placement(
     rules: &ShardingRules,
     analysis: &Analysis,
@@ -45,7 +45,9 @@ pub fn prove_placement(
         // Tables on every shard, or in a schema pinned to the one shard it runs on.
         return Ok(());
     }
-    let several = stmt.tables().nth(1).is_some();
+    // The analysis names each table once: a self-join shows as its name written twice.
+    let several = stmt.tables().nth(1).is_some()
+        || stmt.tables().next().is_some_and(|t| count_word(sql, t.name.as_bytes()) > 1);
     // `COPY (SELECT ...)` holds one SELECT: a second is a subquery.
     let judged = match stmt.kind() {
         StatementKind::Select { .. } => {
@@ -72,7 +74,49 @@ fn nested_select(sql: &[u8]) -> bool {
     sql.windows(6).filter(|w| w.eq_ignore_ascii_case(b"select")).nth(1).is_some()
 }
 
-/// Whether `sql` has `word` (any case) anywhere, in a literal too (then a parse tells).
+/// Whether `sql` has `word` (any case) as a word, in a literal too (then a parse tells).
 fn has_word(sql: &[u8], word: &[u8]) -> bool {
-    sql.windows(word.len()).any(|w| w.eq_ignore_ascii_case(word))
+    count_word(sql, word) > 0
+}
+
+/// How many times `word` (any case) is in `sql` as a word of its own (not inside a longer
+/// name: a table `t` is not in `SELECT`), and not qualifying a column (`"orders"."id"`, as
+/// ORMs write single-table queries), stopping at two.
+fn count_word(sql: &[u8], word: &[u8]) -> usize {
+    let part = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80;
+    if word.is_empty() {
+        return 0;
+    }
+    sql.windows(word.len())
+        .enumerate()
+        .filter(|(at, w)| {
+            w.eq_ignore_ascii_case(word)
+                && !at.checked_sub(1).and_then(|i| sql.get(i)).is_some_and(|b| part(*b))
+                && !sql.get(at + word.len()).is_some_and(|b| part(*b))
+                && !qualifies(&sql[at + word.len()..])
+        })
+        .take(2)
+        .count()
+}
+
+/// Whether what follows a name makes it a qualifier: `.` or `".`.
+fn qualifies(after: &[u8]) -> bool {
+    matches!(after, [b'.', ..] | [b'"', b'.', ..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_word;
+
+    #[test]
+    fn words_are_counted_whole() {
+        assert_eq!(count_word(b"SELECT * FROM t WHERE t.id = 1", b"t"), 1);
+        assert_eq!(count_word(br#"SELECT "t"."id" FROM "t" WHERE "t"."id" = 1"#, b"t"), 1);
+        assert_eq!(count_word(b"SELECT * FROM t a, t b", b"t"), 2);
+        assert_eq!(count_word(b"SELECT * FROM public.t a, public.t b", b"t"), 2);
+        assert_eq!(count_word(b"SELECT * FROM t WHERE id = 1", b"t"), 1);
+        assert_eq!(count_word(b"SELECT joined FROM x JOIN y", b"join"), 1);
+        assert_eq!(count_word(b"select * from orders o, orders_old p", b"orders"), 1);
+        assert_eq!(count_word(b"", b"t"), 0);
+    }
 }
