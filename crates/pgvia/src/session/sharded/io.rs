@@ -305,22 +305,6 @@ impl ShardedSession<'_> {
         }
     }
 
-    /// A cancel came while the exchange waited for a shard's server: nothing was sent, so the
-    /// client gets 57014 as for a statement cancelled at once, and its transaction, if any,
-    /// fails as it would on a server. Servers taken for it go back untouched.
-    async fn answer_cancelled(&mut self) {
-        self.errored = true;
-        wire::build::ErrorFields::error(SqlState::QUERY_CANCELED, crate::session::local::CANCELLED)
-            .write(&mut self.to_client);
-        if let Tx::Open { failed, .. } = &mut self.tx {
-            *failed = true;
-        }
-        self.ready();
-        if matches!(self.tx, Tx::Idle) {
-            self.give_back_all().await;
-        }
-    }
-
     /// Past a flight's `held_limit`, its held replies are dropped (whole frames from
     /// `reply_start` on) and the flight marked overflowed; the shards are read on.
     fn cut_held(&mut self, flight: &mut Flight) {
@@ -395,8 +379,12 @@ impl ShardedSession<'_> {
         if flight.lanes.len() == 1 && !flight.hold && !until_copy_in {
             self.pump_one(flight).await?;
         }
+        let mut interrupted = false;
         loop {
             if flight.fan.finished().is_some() || (until_copy_in && flight.fan.copy_in_started()) {
+                if interrupted {
+                    self.settle_interrupted(&flight.lanes).await;
+                }
                 return Ok(());
             }
             self.timers.enter(Wait::Server);
@@ -420,6 +408,12 @@ impl ShardedSession<'_> {
                     self.query_timed_out(wait, &flight.lanes)?;
                     continue;
                 }
+                _ = self.shutdown.changed() => {
+                    if self.shutdown.now() == crate::app::Phase::Terminating {
+                        return Err(self.ended_while_waiting());
+                    }
+                    continue;
+                }
             };
             let frame = frame?;
             if let Some(checkout) = self.held[flight.lanes[i]].as_mut() {
@@ -440,6 +434,9 @@ impl ShardedSession<'_> {
                 .fan
                 .push(i, frame.into_bytes(), &mut self.to_client)
                 .map_err(|_| ServerError::Desync("shards answered the same request differently"))?;
+            if !interrupted && flight.fan.failed() {
+                interrupted = self.interrupt_lanes(flight);
+            }
             // A grouping merge's rows come in slices once its input is over, each sent before
             // the next is made.
             while flight.fan.merge_has_more() {
@@ -528,26 +525,12 @@ impl ShardedSession<'_> {
                 wait = self.timers.expired(), if self.timers.armed() => {
                     self.query_timed_out(wait, &flight.lanes)?;
                 }
-            }
-        }
-    }
-
-    /// A time limit passed while the exchange waited for its shards: at `query_timeout`
-    /// every shard's server is sent a cancel (the request then fails with their 57014, as a
-    /// plain session's does); when even the cancel goes unanswered, the exchange fails.
-    fn query_timed_out(&mut self, wait: Wait, lanes: &[ShardId]) -> Result<(), ServerError> {
-        match wait {
-            Wait::Server => {
-                let mut servers = lanes.iter().filter_map(|&s| self.held[s].as_ref());
-                if let Some(first) = servers.next() {
-                    let mut target = first.conn_ref().cancel_target();
-                    target.also = servers.map(|c| c.conn_ref().cancel_target()).collect();
-                    self.timers.cancel_requests(target, &mut self.to_client);
+                _ = self.shutdown.changed() => {
+                    if self.shutdown.now() == crate::app::Phase::Terminating {
+                        return Err(self.ended_while_waiting());
+                    }
                 }
-                Ok(())
             }
-            Wait::Cancelled => Err(self.timers.unanswered()),
-            _ => Ok(()),
         }
     }
 
@@ -700,28 +683,6 @@ impl ShardedSession<'_> {
             self.to_client.truncate(outcome.reply_start);
             self.to_client.extend_from_slice(&error);
         }
-    }
-
-    /// A shard could not be reached or failed mid-exchange: the servers of the transaction
-    /// are dropped (their work rolls back as the connections close), the client gets 08006
-    /// naming the shard, and its transaction, if any, is failed.
-    pub(super) async fn shard_failed(&mut self, shard: ShardId, error: &ServerError) {
-        tracing::warn!(pool = %self.pool.name, shard, error = %error, "a shard failed during an exchange");
-        for slot in &mut self.held {
-            if let Some(mut c) = slot.take() {
-                c.conn().mark_broken();
-            }
-        }
-        self.forget_dropped();
-        self.errored = true;
-        let message = format!("shard {shard} failed: {error}");
-        wire::build::ErrorFields::error(SqlState::CONNECTION_FAILURE, &message).write(&mut self.to_client);
-        if let Tx::Open { failed, participants, writers, .. } = &mut self.tx {
-            *failed = true;
-            *participants = ShardSet::EMPTY;
-            *writers = ShardSet::EMPTY;
-        }
-        self.ready();
     }
 
     /// Rolls back the transaction on the held servers of `shards` (pgvia's own statement;

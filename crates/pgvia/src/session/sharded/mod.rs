@@ -18,6 +18,7 @@ mod copy;
 mod extended;
 mod fanout;
 mod hand_over;
+mod interrupt;
 mod io;
 mod kept;
 mod key_move;
@@ -126,6 +127,9 @@ pub struct ShardedSession<'a> {
     quiet: bool,
     /// The last statement run ended in an error (ends a multi-statement query).
     errored: bool,
+    /// `KILL_CLIENT` or shutdown ended the client while an exchange waited: nothing more is
+    /// answered, the session's FATAL is its last word.
+    ending: bool,
     /// How many of the client's Parses the last exchange's servers accepted (`names.rs`).
     parses_answered: usize,
     /// How the database orders text, once asked (byte order under C/POSIX collations).
@@ -209,6 +213,7 @@ impl<'a> ShardedSession<'a> {
             memo: Default::default(),
             quiet: false,
             errored: false,
+            ending: false,
             parses_answered: 0,
             text_order: None,
         }
@@ -246,6 +251,9 @@ impl<'a> ShardedSession<'a> {
                 Unit::Batch(frames) => self.batch(frames).await?,
             }
             self.flush_client().await?;
+            if self.ending {
+                return Err(SessionError::Shutdown);
+            }
         }
     }
 
@@ -371,7 +379,7 @@ impl<'a> ShardedSession<'a> {
 
     /// ReadyForQuery with the status of the client's transaction as pgvia keeps it.
     fn ready(&mut self) {
-        if self.quiet {
+        if self.quiet || self.ending {
             return;
         }
         let status = match self.tx {
