@@ -333,3 +333,31 @@ async fn kill_client_ends_a_sharded_session_within_a_second() {
     }
     proxy.assert_no_leaks().await;
 }
+
+/// `query_timeout` is not defeated by a fan-out: it cancels the statement on every shard at
+/// any point of its merge and the client gets 57014 soon after, then runs its next statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_timeout_ends_a_sharded_statement_at_any_point_of_the_merge() {
+    let c = shards::start(SCHEMA);
+    load(&c, 2_000);
+    let toml = shards::config_with(&c, &["t"], |b| b.pool("query_timeout = \"1s\""));
+    let proxy = TestProxy::start_toml(&toml).await;
+    let mut checks = Vec::new();
+    for s in &c.shards {
+        checks.push(direct(s).await);
+    }
+    let client = proxy.connect(USER, PASSWORD, DB).await;
+    for sql in SLOW {
+        for protocol in ["simple", "extended"] {
+            let start = Instant::now();
+            let got = answer(&client, protocol, sql).await;
+            let took = start.elapsed();
+            assert_eq!(got.err().as_deref(), Some("57014"), "{protocol}: {sql}");
+            assert!(took < Duration::from_secs(3), "{protocol}: query_timeout took {took:?}: {sql}");
+            assert_eq!(simple(&client, "SELECT count(*) FROM t").await, Ok(vec![vec![Some("2001".into())]]));
+            assert_shards_quiet(&checks, &format!("{protocol}, after query_timeout of {sql}")).await;
+        }
+    }
+    drop(client);
+    proxy.assert_no_leaks().await;
+}

@@ -59,7 +59,7 @@ impl ShardedSession<'_> {
 
     /// Cancels the work of the held servers of `shards` that still owe replies, as a client's
     /// cancel would (counted in flight at once, so none is reused before its cancel lands).
-    fn interrupt(&mut self, shards: ShardSet) -> bool {
+    pub(super) fn interrupt(&mut self, shards: ShardSet) -> bool {
         let mut targets = shards.iter().filter_map(|s| {
             let conn = self.held[s].as_ref()?.conn_ref();
             (!conn.is_broken() && conn.tracker.has_pending()).then(|| conn.cancel_target())

@@ -224,6 +224,11 @@ impl<'a> ShardedSession<'a> {
     pub async fn run(&mut self, out: &mut BytesMut) -> String {
         let end = self.serve().await;
         self.cancel.slot.set(None);
+        if self.ending {
+            // Whatever path the kill was seen on, the shards stop the client's work before
+            // their servers are reset.
+            self.interrupt(ShardSet::all(self.held.len()));
+        }
         self.release_all().await;
         match end {
             Ok(()) => "client closed the connection".to_owned(),
