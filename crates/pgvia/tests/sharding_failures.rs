@@ -334,6 +334,73 @@ async fn kill_client_ends_a_sharded_session_within_a_second() {
     proxy.assert_no_leaks().await;
 }
 
+/// A sharded statement waiting for its shards' servers (one per shard, each held by another
+/// client's transaction): `KILL_CLIENT` ends the waiting session within a second and a
+/// cancel answers it with 57014, without waiting for a server to come free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_client_and_cancel_end_a_sharded_statement_waiting_for_servers() {
+    let c = shards::start(SCHEMA);
+    load(&c, 2_000);
+    let toml =
+        shards::config_with(&c, &["t"], |b| b.pool("pool_size = 1").pool("checkout_timeout = \"30s\""));
+    let proxy = TestProxy::start_toml(&toml).await;
+    // Logged in first: a login needs a server too.
+    let mut clients = Vec::new();
+    for protocol in ["simple", "extended"] {
+        let waiter = proxy.connect(USER, PASSWORD, DB).await;
+        let conninfo = format!("{} application_name=victim_{protocol}", proxy.conninfo(USER, PASSWORD, DB));
+        clients.push((protocol, waiter, common::connect(&conninfo).await.unwrap()));
+    }
+    let holder = proxy.connect(USER, PASSWORD, DB).await;
+    simple(&holder, "BEGIN").await.unwrap();
+    simple(&holder, "SELECT count(*) FROM t").await.unwrap();
+    let sql = "SELECT id FROM t ORDER BY id";
+    for (protocol, waiter, victim) in clients {
+        // The cancel: 57014 for the waiting statement, and the session goes on.
+        let token = waiter.cancel_token();
+        let task = tokio::spawn(async move {
+            let got = answer(&waiter, protocol, sql).await.map(|_| ());
+            (got, waiter)
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let start = Instant::now();
+        token.cancel_query(NoTls).await.unwrap();
+        let (got, _waiter) = tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .unwrap_or_else(|_| panic!("{protocol}: the cancel did not end a statement waiting for servers"))
+            .unwrap();
+        assert_eq!(got.err().as_deref(), Some("57014"), "{protocol}");
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{protocol}: the cancel took {:?}",
+            start.elapsed()
+        );
+
+        // KILL_CLIENT: the session ends.
+        let task = tokio::spawn(async move { answer(&victim, protocol, sql).await.map(|_| ()) });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let clients = common::ops::console(&c.reference, &proxy, "SHOW CLIENTS").await;
+        let id = clients.row("application_name", &format!("victim_{protocol}"))[clients.col("id")].clone();
+        let start = Instant::now();
+        common::ops::console(&c.reference, &proxy, &format!("KILL_CLIENT {id}")).await;
+        let got = tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .unwrap_or_else(|_| panic!("{protocol}: KILL_CLIENT did not end a session waiting for servers"))
+            .unwrap();
+        assert!(got.is_err(), "{protocol}: a killed statement answered");
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{protocol}: KILL_CLIENT took {:?}",
+            start.elapsed()
+        );
+    }
+    // The holder's transaction is untouched.
+    assert_eq!(simple(&holder, "SELECT count(*) FROM t").await, Ok(vec![vec![Some("2001".into())]]));
+    simple(&holder, "COMMIT").await.unwrap();
+    drop(holder);
+    proxy.assert_no_leaks().await;
+}
+
 /// `query_timeout` is not defeated by a fan-out: it cancels the statement on every shard at
 /// any point of its merge and the client gets 57014 soon after, then runs its next statement.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,34 @@ use crate::server::ServerError;
 use crate::session::timeouts::Wait;
 
 impl ShardedSession<'_> {
+    /// Takes a server on every shard of `shards` and points the client's cancel key at them.
+    /// A cancel while it waits for a server has no server to signal: false then, for the
+    /// caller to answer (see `CancelSlot::queue`).
+    pub(super) async fn take_servers(
+        &mut self,
+        shards: ShardSet,
+        writes: bool,
+    ) -> Result<bool, (ShardId, ServerError)> {
+        let slot = std::sync::Arc::clone(&self.cancel.slot);
+        let queued = slot.queue();
+        for shard in shards.iter() {
+            // The server first: when one is free at once, the cancel's wake-up is never
+            // registered.
+            let taken = tokio::select! {
+                biased;
+                taken = self.ensure_server(shard, writes) => Some(taken),
+                () = queued.cancelled() => None,
+            };
+            match taken {
+                None => return Ok(false),
+                Some(Err(e)) => return Err((shard, e)),
+                Some(Ok(())) => {}
+            }
+        }
+        self.aim_cancels(shards);
+        Ok(!queued.finish())
+    }
+
     /// A cancel came while the exchange waited for a shard's server: nothing was sent, so the
     /// client gets 57014 as for a statement cancelled at once, and its transaction, if any,
     /// fails as it would on a server. Servers taken for it go back untouched.
@@ -123,5 +151,14 @@ impl ShardedSession<'_> {
             *writers = ShardSet::EMPTY;
         }
         self.ready();
+    }
+}
+
+/// Resolves once the client is being ended at once (`KILL_CLIENT`, shutdown past its drain);
+/// a drain, which ends the client between transactions, is left to the session's next wait
+/// for the client.
+pub(super) async fn terminated(watch: &mut crate::clients::PhaseWatch) {
+    while watch.now() != crate::app::Phase::Terminating {
+        let _ = watch.changed().await;
     }
 }

@@ -203,10 +203,13 @@ impl ShardedSession<'_> {
             Role::Replica
         };
         let timeout = self.app.config().general.server_reset_timeout;
-        let mut checkout = group
-            .checkout(role, Some(&self.patron))
-            .await
-            .map_err(|e| ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))))?;
+        // A client killed while it waits for a server ends now, not when one comes free.
+        let checkout = tokio::select! {
+            taken = group.checkout(role, Some(&self.patron)) => taken,
+            () = super::interrupt::terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
+        };
+        let mut checkout =
+            checkout.map_err(|e| ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))))?;
         if let Err(e) = settings::apply(checkout.conn(), &self.state.settings, timeout).await {
             return Err(ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))));
         }
@@ -408,12 +411,7 @@ impl ShardedSession<'_> {
                     self.query_timed_out(wait, &flight.lanes)?;
                     continue;
                 }
-                _ = self.shutdown.changed() => {
-                    if self.shutdown.now() == crate::app::Phase::Terminating {
-                        return Err(self.ended_while_waiting());
-                    }
-                    continue;
-                }
+                () = super::interrupt::terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
             };
             let frame = frame?;
             if let Some(checkout) = self.held[flight.lanes[i]].as_mut() {
@@ -525,11 +523,7 @@ impl ShardedSession<'_> {
                 wait = self.timers.expired(), if self.timers.armed() => {
                     self.query_timed_out(wait, &flight.lanes)?;
                 }
-                _ = self.shutdown.changed() => {
-                    if self.shutdown.now() == crate::app::Phase::Terminating {
-                        return Err(self.ended_while_waiting());
-                    }
-                }
+                () = super::interrupt::terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
             }
         }
     }
@@ -546,34 +540,22 @@ impl ShardedSession<'_> {
         writes: bool,
     ) -> Result<(), SessionError> {
         let implicit = matches!(self.tx, Tx::Idle) && writes && targets.len() > 1;
-        // A cancel while the exchange waits for its servers has no server to signal: it is
-        // answered here (see `CancelSlot::queue`).
-        let slot = std::sync::Arc::clone(&self.cancel.slot);
-        let queued = slot.queue();
-        for shard in targets.iter() {
-            // The server first: when one is free at once, the cancel's wake-up is never
-            // registered.
-            let taken = tokio::select! {
-                biased;
-                taken = self.ensure_server(shard, writes) => Some(taken),
-                () = queued.cancelled() => None,
-            };
-            match taken {
-                None => {
-                    self.answer_cancelled().await;
-                    return Ok(());
-                }
-                Some(Err(e)) => {
-                    self.shard_failed(shard, &e).await;
-                    return Ok(());
-                }
-                Some(Ok(())) => {}
-            }
-        }
-        self.aim_cancels(targets);
-        if queued.finish() {
+        // A cancel that came while the statement waited for a server (here, or for the
+        // collation asked before its merge) is answered now.
+        if std::mem::take(&mut self.cancel_waiting) {
             self.answer_cancelled().await;
             return Ok(());
+        }
+        match self.take_servers(targets, writes).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.answer_cancelled().await;
+                return Ok(());
+            }
+            Err((shard, e)) => {
+                self.shard_failed(shard, &e).await;
+                return Ok(());
+            }
         }
         let sent = match self.launch(targets, payload, combine, parse_drops, implicit).await {
             Ok(mut flight) => match self.pump(&mut flight, false).await {

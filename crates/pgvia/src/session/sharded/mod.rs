@@ -130,6 +130,9 @@ pub struct ShardedSession<'a> {
     /// `KILL_CLIENT` or shutdown ended the client while an exchange waited: nothing more is
     /// answered, the session's FATAL is its last word.
     ending: bool,
+    /// A cancel came while the client's statement waited for a server before its exchange
+    /// (the collation a merge needs): the exchange answers it with 57014.
+    cancel_waiting: bool,
     /// How many of the client's Parses the last exchange's servers accepted (`names.rs`).
     parses_answered: usize,
     /// How the database orders text, once asked (byte order under C/POSIX collations).
@@ -214,6 +217,7 @@ impl<'a> ShardedSession<'a> {
             quiet: false,
             errored: false,
             ending: false,
+            cancel_waiting: false,
             parses_answered: 0,
             text_order: None,
         }
@@ -244,6 +248,7 @@ impl<'a> ShardedSession<'a> {
     async fn serve(&mut self) -> Result<(), SessionError> {
         loop {
             let unit = self.next_unit().await?;
+            self.cancel_waiting = false;
             match unit {
                 Unit::Terminate => return Ok(()),
                 Unit::Query(frame) => {
@@ -682,7 +687,13 @@ impl<'a> ShardedSession<'a> {
         }
         let timeout = self.app.config().general.server_reset_timeout;
         let mut order = merge::TextOrder::Refuse;
-        if self.ensure_server(shard, false).await.is_ok() {
+        let taken = self.take_servers(ShardSet::one(shard), false).await;
+        if matches!(taken, Ok(false)) {
+            // Not asked: the statement is cancelled, and the next one asks.
+            self.cancel_waiting = true;
+            return order;
+        }
+        if taken.is_ok() {
             if let Some(c) = self.held[shard].as_mut() {
                 let sql = "SELECT datcollate FROM pg_catalog.pg_database WHERE datname = current_database()";
                 if let Ok(rows) = c.conn().query_rows(sql, timeout).await {
