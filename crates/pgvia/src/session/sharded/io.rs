@@ -205,6 +205,7 @@ impl ShardedSession<'_> {
         let timeout = self.app.config().general.server_reset_timeout;
         // A client killed while it waits for a server ends now, not when one comes free.
         let checkout = tokio::select! {
+            biased;
             taken = group.checkout(role, Some(&self.patron)) => taken,
             () = super::interrupt::terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
         };
