@@ -189,6 +189,17 @@ impl FanOut {
         lane.ready.is_none() && lane.queued < LANE_QUEUE_LIMIT && !merge_waits
     }
 
+    /// Whether an error reached the client: the lanes' further replies are dropped.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Whether lane `i` still owes replies up to its ReadyForQuery.
+    pub fn owes(&self, i: usize) -> bool {
+        let lane = &self.lanes[i];
+        lane.ready.is_none() && !lane.queue.iter().any(|f| f[0] == tag::READY_FOR_QUERY)
+    }
+
     /// Whether every lane is waiting for COPY data (the client was told so once).
     pub fn copy_in_started(&self) -> bool {
         self.copy_in
@@ -301,6 +312,23 @@ impl FanOut {
     /// Lets barriers through while every lane has reached one.
     fn advance(&mut self, out: &mut BytesMut) -> Result<(), FanOutError> {
         loop {
+            // An error that every barrier before it has passed ends the exchange now: the
+            // other lanes are in the same statement, whose answer it is. Waiting for them to
+            // reach a barrier too could wait forever, as an ORDER BY merge stops reading a
+            // lane whose rows it does not need yet. A COPY FROM's lanes wait for the client's
+            // data, so there the error waits for the barrier the client's CopyDone brings.
+            if !self.copy_in {
+                let error = self.lanes.iter().position(|l| {
+                    l.ready.is_none() && l.queue.front().is_some_and(|f| f[0] == tag::ERROR_RESPONSE)
+                });
+                if let Some(e) = error {
+                    if let Some(frame) = self.lanes[e].queue.front() {
+                        out.extend_from_slice(frame);
+                    }
+                    self.fail_lanes();
+                    continue;
+                }
+            }
             let mut heads = Vec::with_capacity(self.lanes.len());
             for lane in &self.lanes {
                 if lane.ready.is_some() {

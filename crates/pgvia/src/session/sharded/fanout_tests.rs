@@ -92,6 +92,32 @@ fn the_first_error_wins_and_the_rest_is_dropped() {
     assert_eq!(f.finished(), Some(Finished { failed: true, in_transaction: true }));
 }
 
+/// An error past every barrier is the answer at once, whatever the other lanes are still
+/// sending (an ORDER BY merge may never read them again); one behind a barrier the other
+/// lanes have not reached waits for it, so the client sees that barrier first.
+#[test]
+fn an_error_past_every_barrier_ends_the_exchange_at_once() {
+    let mut f = FanOut::new(2, Combine::Concat);
+    let mut out = BytesMut::new();
+    let err = frame(b'E', b"SERROR\0C22003\0Mout of range\0\0");
+    let parsed = frame(b'1', b"");
+    f.push(0, parsed.clone(), &mut out).unwrap();
+    f.push(0, err.clone(), &mut out).unwrap();
+    assert!(out.is_empty(), "the error waits behind lane 1's ParseComplete");
+    assert!(!f.failed());
+    f.push(1, parsed, &mut out).unwrap();
+    assert_eq!(tags(&out), "1E", "the barrier, then the error, without lane 1's rows");
+    assert!(f.failed());
+    assert!(f.owes(0) && f.owes(1));
+    f.push(1, row("late"), &mut out).unwrap();
+    f.push(0, ready(b'I'), &mut out).unwrap();
+    assert!(!f.owes(0));
+    f.push(1, complete("SELECT 1"), &mut out).unwrap();
+    f.push(1, ready(b'I'), &mut out).unwrap();
+    assert_eq!(tags(&out), "1E");
+    assert_eq!(f.finished(), Some(Finished { failed: true, in_transaction: false }));
+}
+
 #[test]
 fn injected_replies_are_dropped() {
     let mut f = FanOut::new(1, Combine::Concat);

@@ -203,10 +203,14 @@ impl ShardedSession<'_> {
             Role::Replica
         };
         let timeout = self.app.config().general.server_reset_timeout;
-        let mut checkout = group
-            .checkout(role, Some(&self.patron))
-            .await
-            .map_err(|e| ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))))?;
+        // A client killed while it waits for a server ends now, not when one comes free.
+        let checkout = tokio::select! {
+            biased;
+            taken = group.checkout(role, Some(&self.patron)) => taken,
+            () = super::interrupt::terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
+        };
+        let mut checkout =
+            checkout.map_err(|e| ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))))?;
         if let Err(e) = settings::apply(checkout.conn(), &self.state.settings, timeout).await {
             return Err(ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))));
         }
@@ -305,22 +309,6 @@ impl ShardedSession<'_> {
         }
     }
 
-    /// A cancel came while the exchange waited for a shard's server: nothing was sent, so the
-    /// client gets 57014 as for a statement cancelled at once, and its transaction, if any,
-    /// fails as it would on a server. Servers taken for it go back untouched.
-    async fn answer_cancelled(&mut self) {
-        self.errored = true;
-        wire::build::ErrorFields::error(SqlState::QUERY_CANCELED, crate::session::local::CANCELLED)
-            .write(&mut self.to_client);
-        if let Tx::Open { failed, .. } = &mut self.tx {
-            *failed = true;
-        }
-        self.ready();
-        if matches!(self.tx, Tx::Idle) {
-            self.give_back_all().await;
-        }
-    }
-
     /// Past a flight's `held_limit`, its held replies are dropped (whole frames from
     /// `reply_start` on) and the flight marked overflowed; the shards are read on.
     fn cut_held(&mut self, flight: &mut Flight) {
@@ -395,8 +383,12 @@ impl ShardedSession<'_> {
         if flight.lanes.len() == 1 && !flight.hold && !until_copy_in {
             self.pump_one(flight).await?;
         }
+        let mut interrupted = false;
         loop {
             if flight.fan.finished().is_some() || (until_copy_in && flight.fan.copy_in_started()) {
+                if interrupted {
+                    self.settle_interrupted(&flight.lanes).await;
+                }
                 return Ok(());
             }
             self.timers.enter(Wait::Server);
@@ -420,6 +412,7 @@ impl ShardedSession<'_> {
                     self.query_timed_out(wait, &flight.lanes)?;
                     continue;
                 }
+                () = super::interrupt::terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
             };
             let frame = frame?;
             if let Some(checkout) = self.held[flight.lanes[i]].as_mut() {
@@ -440,6 +433,9 @@ impl ShardedSession<'_> {
                 .fan
                 .push(i, frame.into_bytes(), &mut self.to_client)
                 .map_err(|_| ServerError::Desync("shards answered the same request differently"))?;
+            if !interrupted && flight.fan.failed() {
+                interrupted = self.interrupt_lanes(flight);
+            }
             // A grouping merge's rows come in slices once its input is over, each sent before
             // the next is made.
             while flight.fan.merge_has_more() {
@@ -528,26 +524,8 @@ impl ShardedSession<'_> {
                 wait = self.timers.expired(), if self.timers.armed() => {
                     self.query_timed_out(wait, &flight.lanes)?;
                 }
+                () = super::interrupt::terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
             }
-        }
-    }
-
-    /// A time limit passed while the exchange waited for its shards: at `query_timeout`
-    /// every shard's server is sent a cancel (the request then fails with their 57014, as a
-    /// plain session's does); when even the cancel goes unanswered, the exchange fails.
-    fn query_timed_out(&mut self, wait: Wait, lanes: &[ShardId]) -> Result<(), ServerError> {
-        match wait {
-            Wait::Server => {
-                let mut servers = lanes.iter().filter_map(|&s| self.held[s].as_ref());
-                if let Some(first) = servers.next() {
-                    let mut target = first.conn_ref().cancel_target();
-                    target.also = servers.map(|c| c.conn_ref().cancel_target()).collect();
-                    self.timers.cancel_requests(target, &mut self.to_client);
-                }
-                Ok(())
-            }
-            Wait::Cancelled => Err(self.timers.unanswered()),
-            _ => Ok(()),
         }
     }
 
@@ -563,34 +541,22 @@ impl ShardedSession<'_> {
         writes: bool,
     ) -> Result<(), SessionError> {
         let implicit = matches!(self.tx, Tx::Idle) && writes && targets.len() > 1;
-        // A cancel while the exchange waits for its servers has no server to signal: it is
-        // answered here (see `CancelSlot::queue`).
-        let slot = std::sync::Arc::clone(&self.cancel.slot);
-        let queued = slot.queue();
-        for shard in targets.iter() {
-            // The server first: when one is free at once, the cancel's wake-up is never
-            // registered.
-            let taken = tokio::select! {
-                biased;
-                taken = self.ensure_server(shard, writes) => Some(taken),
-                () = queued.cancelled() => None,
-            };
-            match taken {
-                None => {
-                    self.answer_cancelled().await;
-                    return Ok(());
-                }
-                Some(Err(e)) => {
-                    self.shard_failed(shard, &e).await;
-                    return Ok(());
-                }
-                Some(Ok(())) => {}
-            }
-        }
-        self.aim_cancels(targets);
-        if queued.finish() {
+        // A cancel that came while the statement waited for a server (here, or for the
+        // collation asked before its merge) is answered now.
+        if std::mem::take(&mut self.cancel_waiting) {
             self.answer_cancelled().await;
             return Ok(());
+        }
+        match self.take_servers(targets, writes).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.answer_cancelled().await;
+                return Ok(());
+            }
+            Err((shard, e)) => {
+                self.shard_failed(shard, &e).await;
+                return Ok(());
+            }
         }
         let sent = match self.launch(targets, payload, combine, parse_drops, implicit).await {
             Ok(mut flight) => match self.pump(&mut flight, false).await {
@@ -700,28 +666,6 @@ impl ShardedSession<'_> {
             self.to_client.truncate(outcome.reply_start);
             self.to_client.extend_from_slice(&error);
         }
-    }
-
-    /// A shard could not be reached or failed mid-exchange: the servers of the transaction
-    /// are dropped (their work rolls back as the connections close), the client gets 08006
-    /// naming the shard, and its transaction, if any, is failed.
-    pub(super) async fn shard_failed(&mut self, shard: ShardId, error: &ServerError) {
-        tracing::warn!(pool = %self.pool.name, shard, error = %error, "a shard failed during an exchange");
-        for slot in &mut self.held {
-            if let Some(mut c) = slot.take() {
-                c.conn().mark_broken();
-            }
-        }
-        self.forget_dropped();
-        self.errored = true;
-        let message = format!("shard {shard} failed: {error}");
-        wire::build::ErrorFields::error(SqlState::CONNECTION_FAILURE, &message).write(&mut self.to_client);
-        if let Tx::Open { failed, participants, writers, .. } = &mut self.tx {
-            *failed = true;
-            *participants = ShardSet::EMPTY;
-            *writers = ShardSet::EMPTY;
-        }
-        self.ready();
     }
 
     /// Rolls back the transaction on the held servers of `shards` (pgvia's own statement;

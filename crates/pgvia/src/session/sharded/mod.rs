@@ -18,6 +18,7 @@ mod copy;
 mod extended;
 mod fanout;
 mod hand_over;
+mod interrupt;
 mod io;
 mod kept;
 mod key_move;
@@ -126,6 +127,12 @@ pub struct ShardedSession<'a> {
     quiet: bool,
     /// The last statement run ended in an error (ends a multi-statement query).
     errored: bool,
+    /// `KILL_CLIENT` or shutdown ended the client while an exchange waited: nothing more is
+    /// answered, the session's FATAL is its last word.
+    ending: bool,
+    /// A cancel came while the client's statement waited for a server before its exchange
+    /// (the collation a merge needs): the exchange answers it with 57014.
+    cancel_waiting: bool,
     /// How many of the client's Parses the last exchange's servers accepted (`names.rs`).
     parses_answered: usize,
     /// How the database orders text, once asked (byte order under C/POSIX collations).
@@ -209,6 +216,8 @@ impl<'a> ShardedSession<'a> {
             memo: Default::default(),
             quiet: false,
             errored: false,
+            ending: false,
+            cancel_waiting: false,
             parses_answered: 0,
             text_order: None,
         }
@@ -219,6 +228,11 @@ impl<'a> ShardedSession<'a> {
     pub async fn run(&mut self, out: &mut BytesMut) -> String {
         let end = self.serve().await;
         self.cancel.slot.set(None);
+        if self.ending {
+            // Whatever path the kill was seen on, the shards stop the client's work before
+            // their servers are reset.
+            self.interrupt(ShardSet::all(self.held.len()));
+        }
         self.release_all().await;
         match end {
             Ok(()) => "client closed the connection".to_owned(),
@@ -234,6 +248,7 @@ impl<'a> ShardedSession<'a> {
     async fn serve(&mut self) -> Result<(), SessionError> {
         loop {
             let unit = self.next_unit().await?;
+            self.cancel_waiting = false;
             match unit {
                 Unit::Terminate => return Ok(()),
                 Unit::Query(frame) => {
@@ -246,6 +261,9 @@ impl<'a> ShardedSession<'a> {
                 Unit::Batch(frames) => self.batch(frames).await?,
             }
             self.flush_client().await?;
+            if self.ending {
+                return Err(SessionError::Shutdown);
+            }
         }
     }
 
@@ -371,7 +389,7 @@ impl<'a> ShardedSession<'a> {
 
     /// ReadyForQuery with the status of the client's transaction as pgvia keeps it.
     fn ready(&mut self) {
-        if self.quiet {
+        if self.quiet || self.ending {
             return;
         }
         let status = match self.tx {
@@ -673,7 +691,13 @@ impl<'a> ShardedSession<'a> {
         }
         let timeout = self.app.config().general.server_reset_timeout;
         let mut order = merge::TextOrder::Refuse;
-        if self.ensure_server(shard, false).await.is_ok() {
+        let taken = self.take_servers(ShardSet::one(shard), false).await;
+        if matches!(taken, Ok(false)) {
+            // Not asked: the statement is cancelled, and the next one asks.
+            self.cancel_waiting = true;
+            return order;
+        }
+        if taken.is_ok() {
             if let Some(c) = self.held[shard].as_mut() {
                 let sql = "SELECT datcollate FROM pg_catalog.pg_database WHERE datname = current_database()";
                 if let Ok(rows) = c.conn().query_rows(sql, timeout).await {

@@ -83,10 +83,10 @@ impl ShardedSession<'_> {
             m
         };
         let combine = Combine::Merge(Box::new(fanout::Merge::new(merger, targets.len(), false)));
-        for shard in targets.iter() {
-            if let Err(e) = self.ensure_server(shard, false).await {
-                return Err(("08006".to_owned(), format!("cannot reach shard {shard}: {e}")));
-            }
+        match self.take_servers(targets, false).await {
+            Ok(true) => {}
+            Ok(false) => return Err(("57014".to_owned(), crate::session::local::CANCELLED.to_owned())),
+            Err((shard, e)) => return Err(("08006".to_owned(), format!("cannot reach shard {shard}: {e}"))),
         }
         // Its floats become literals: printed exactly whatever the client's setting.
         let changed = self.exact_floats(targets).await;
