@@ -18,7 +18,7 @@ pub mod params;
 mod placement;
 pub mod split;
 
-use route::{Access, Analysis, NestedKind, Outcome, Statement, StatementKind, TableRef};
+use route::{Access, Analysis, CopyDirection, NestedKind, Outcome, Statement, StatementKind, TableRef};
 use shard::{KeyCond, ShardError, ShardId, ShardSet};
 
 use crate::config::{ShardingRules, TableRule, UnshardedTables};
@@ -298,6 +298,8 @@ fn statement(
             | StatementKind::Update { .. }
             | StatementKind::Delete { .. }
             | StatementKind::Merge { .. }
+            // Its rows land where its table is: every shard for an omnisharded one.
+            | StatementKind::Copy { direction: CopyDirection::From, .. }
     );
     if !data {
         let mut route = utility(stmt, route, all);
