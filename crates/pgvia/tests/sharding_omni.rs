@@ -222,6 +222,32 @@ async fn diverging_omnisharded_write_is_refused_atomically() {
     drop(s.c);
 }
 
+/// Deliverable 2: a write to a table on every shard that reads (or writes) a sharded table
+/// ran on every shard with that shard's rows alone, leaving each copy different; it is
+/// refused with 0A000 and changes no copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn omnisharded_write_from_sharded_rows_is_refused() {
+    let s = setup().await;
+    seed_items(&s).await;
+    same_simple(&s, "INSERT INTO products VALUES (1, 'pen', 3), (2, 'ink', 5), (3, 'pad', 7)").await;
+    for sql in [
+        "INSERT INTO products SELECT id + 100, 'from items', n FROM items",
+        // One row on every shard, but each shard's own maximum: the same count everywhere.
+        "INSERT INTO products SELECT max(id) + 100, 'max', 0 FROM items",
+        "UPDATE products SET price = (SELECT max(n) FROM items)",
+        "DELETE FROM products WHERE id IN (SELECT id FROM items)",
+        "UPDATE products p SET price = i.n FROM items i WHERE i.id = p.id",
+        "WITH d AS (DELETE FROM items WHERE id = 1 RETURNING id) INSERT INTO products SELECT id + 200, 'moved', 0 FROM d",
+    ] {
+        assert_eq!(simple(&s.via, sql).await.map(|r| r.0), Err("0A000".to_owned()), "{sql}");
+        assert_eq!(extended(&s.via, sql).await, Err("0A000".to_owned()), "{sql}");
+    }
+    copies_are_the_reference(&s, "products").await;
+    same_simple(&s, "SELECT count(*) FROM items").await;
+    s.proxy.stop().await;
+    drop(s.c);
+}
+
 /// Item 8: `COPY ... FROM STDIN` into a table on every shard never got its CopyInResponse;
 /// now every shard's copy gets the rows, with one `COPY n`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

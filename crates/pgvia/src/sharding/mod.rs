@@ -347,6 +347,20 @@ fn statement(
             }
         }
     }
+    if replicated {
+        // Each shard would write its copy from the rows it holds of the others: the copies
+        // would differ (a sharded table read, or written alongside, on some shards only).
+        let placed_elsewhere = |t: &TableRef<'_>| {
+            matches!(placement(rules, t, session.search_path), Placement::Sharded(_) | Placement::Schema(_))
+        };
+        if let Some(t) = tables.iter().chain(&inside).find(|t| placed_elsewhere(t)) {
+            return Err(RouteError::Unplaceable {
+                construct: "a write to an omnisharded table that reads or writes a sharded table",
+                table: t.to_string(),
+                why: "every shard's copy would be written from the rows that shard alone holds; compute the rows first, then write them",
+            });
+        }
+    }
     route.replicated = replicated && !sharded_write;
     route.target = match (placed, shards.is_empty()) {
         (false, _) => {
