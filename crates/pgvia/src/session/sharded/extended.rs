@@ -285,7 +285,7 @@ impl ShardedSession<'_> {
                     if analysis.statements().any(|s| is_control(s.kind())) {
                         self.refuse(
                             SqlState::FEATURE_NOT_SUPPORTED.code(),
-                            "on a sharded database, send BEGIN, COMMIT and ROLLBACK in a message batch of their own",
+                            "on a sharded database, send BEGIN, COMMIT, ROLLBACK and savepoint statements in a message batch of their own",
                         );
                         return Ok(());
                     }
