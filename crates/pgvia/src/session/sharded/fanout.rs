@@ -167,7 +167,7 @@ impl RowSum {
 }
 
 /// Why a write to an omnisharded table was refused when its copies answered differently.
-const COPIES_DIFFER: &str = "the copies of an omnisharded table answered this write differently (RETURNING rows or row counts differ between shards: a sequence default, now(), random() or copies that already differ); it was applied on no shard, so the copies stay identical: give the values explicitly";
+const COPIES_DIFFER: &str = "the copies of an omnisharded table answered this write differently (RETURNING rows or row counts differ between shards: a sequence default, now(), random() or copies that already differ); the statement fails and is rolled back on every shard, so the copies stay identical: give such values explicitly";
 
 /// Binary COPY's file header starts so; its trailer is an int16 -1.
 const BINARY_SIGNATURE: &[u8] = b"PGCOPY\n\xff\r\n\0";
@@ -434,7 +434,6 @@ impl FanOut {
             // Rows held behind the barrier flow now, up to each lane's next barrier.
             let binary_copy = self.binary_copy;
             let merging = self.merge().is_some();
-
             for i in 0..self.lanes.len() {
                 loop {
                     let lane = &mut self.lanes[i];
