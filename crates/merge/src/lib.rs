@@ -42,6 +42,7 @@ mod binary;
 mod colocate;
 mod column;
 mod compute_first;
+mod count;
 mod cte;
 mod error;
 mod having;

@@ -13,6 +13,8 @@ use pg_raw_parse::{ConstValue, Node};
 use crate::agg::{self, AggSpec};
 use crate::colocate::{self, Placement};
 use crate::column::ColRef;
+use crate::count::count_of;
+pub(crate) use crate::count::Count;
 use crate::error::MergeError;
 use crate::having::{self, Cond};
 use crate::lex::{self, Kind, Tok};
@@ -513,7 +515,11 @@ impl<'s> Planner<'s> {
             let fields: Vec<_> = cr.fields().iter().collect();
             if let [Node::String(f)] = fields.as_slice() {
                 let name = f.sval().unwrap_or("");
-                if let Some(i) = items.iter().position(|i| i.res.name() == Some(name)) {
+                // As PostgreSQL, a bare name is an output column's first, by its alias or
+                // the name PostgreSQL gives it (`SELECT u::text ... ORDER BY u` sorts the text).
+                let named =
+                    |i: &Item<'_>| i.res.name().or_else(|| scan::output_name(i.res.val())) == Some(name);
+                if let Some(i) = items.iter().position(named) {
                     return Ok(ColRef::Visible(i));
                 }
             }
@@ -611,58 +617,6 @@ fn operand_end(sql: &str, toks: &[Tok], first: usize) -> usize {
     i
 }
 
-/// A LIMIT or OFFSET: absent (or `ALL`/NULL), a constant, or a parameter (`$n`, 1-based).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Count {
-    Absent,
-    Const(u64),
-    Param(usize),
-}
-
-impl Count {
-    fn value(self) -> Option<u64> {
-        match self {
-            Count::Const(n) => Some(n),
-            _ => None,
-        }
-    }
-
-    /// As SQL in the shard's `LIMIT`: parameters cast the way PostgreSQL types them.
-    fn sql(self) -> String {
-        match self {
-            Count::Const(n) => n.to_string(),
-            Count::Param(p) => format!("${p}::int8"),
-            Count::Absent => "0".into(),
-        }
-    }
-}
-
-fn count_of(node: Node<'_>, what: &str) -> Result<Count, MergeError> {
-    match node {
-        Node::None => Ok(Count::Absent),
-        Node::A_Const(c) if c.isnull => Ok(Count::Absent),
-        Node::A_Const(c) => match c.val() {
-            Some(ConstValue::Integer(n)) => u64::try_from(n)
-                .map(Count::Const)
-                .map_err(|_| MergeError::unsupported(format!("negative {what} across shards"))),
-            Some(ConstValue::Float(s)) => s
-                .parse()
-                .map(Count::Const)
-                .map_err(|_| MergeError::unsupported(format!("{what} {s} across shards"))),
-            _ => Err(MergeError::unsupported(format!("non-integer {what} across shards"))),
-        },
-        Node::ParamRef(p) => usize::try_from(p.number)
-            .ok()
-            .filter(|n| *n >= 1)
-            .map(Count::Param)
-            .ok_or_else(|| MergeError::Syntax(format!("bad parameter in {what}"))),
-        Node::TypeCast(t) if matches!(t.arg(), Node::ParamRef(_)) => count_of(t.arg(), what),
-        _ => Err(MergeError::unsupported(format!(
-            "{what} that is neither a constant nor a parameter across shards"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -683,11 +637,17 @@ mod tests {
         assert!(MergePlan::for_select("SELECT a FROM t WHERE b = 1").expect("plain").is_plain());
         assert_eq!(
             shard("SELECT a, b FROM t ORDER BY c DESC LIMIT 5 OFFSET 2"),
-            "SELECT a, b, c FROM t ORDER BY c DESC LIMIT 7"
+            "SELECT a, b, c AS \"?pgvia_sort_3\" FROM t ORDER BY c DESC LIMIT 7"
         );
         assert_eq!(
             shard("SELECT a AS x FROM t ORDER BY x, a + 1"),
-            "SELECT a AS x, a + 1 FROM t ORDER BY x, a + 1"
+            "SELECT a AS x, a + 1 AS \"?pgvia_sort_2\" FROM t ORDER BY x, a + 1"
+        );
+        // A bare name is an output column's first, by the name PostgreSQL gives it.
+        assert_eq!(shard("SELECT u::text FROM t ORDER BY u"), "SELECT u::text FROM t ORDER BY u");
+        assert_eq!(
+            shard("SELECT u::text AS v FROM t ORDER BY u"),
+            "SELECT u::text AS v, u AS \"?pgvia_sort_2\" FROM t ORDER BY u"
         );
         assert_eq!(
             shard("SELECT g, avg(x) AS m, count(*) FROM t WHERE y > 0 GROUP BY g HAVING sum(x) > 10 ORDER BY 2 LIMIT 3"),

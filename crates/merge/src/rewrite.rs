@@ -47,6 +47,13 @@ impl Planner<'_> {
                         .collect();
                     cols.push(OutCol::Agg { spec: spec.clone(), name: None, extra });
                 }
+                // The ORDER BY copied into the shard query (without grouping) must name the
+                // client's columns, never this one: a name no client column has (`SELECT
+                // u::text ... ORDER BY u` would otherwise have two columns named u).
+                None if !grouping => {
+                    targets.push(format!("{} AS \"?pgvia_sort_{}\"", h.text, targets.len() + 1));
+                    cols.push(OutCol::Plain);
+                }
                 None => {
                     targets.push(h.text.clone());
                     cols.push(OutCol::Plain);

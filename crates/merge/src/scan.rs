@@ -153,3 +153,21 @@ pub(crate) fn walk<'a>(
         _ => Ok(()),
     }
 }
+
+/// The name PostgreSQL gives an output column with no alias (its `FigureColname`), for the
+/// forms a bare ORDER BY name can match: `u::text` is named `u`, `lower(x)` is `lower`.
+/// `None` where PostgreSQL names it `?column?`, which no unquoted name matches.
+pub(crate) fn output_name(n: Node<'_>) -> Option<&str> {
+    match n {
+        Node::ColumnRef(c) => c.fields().iter().next_back().and_then(|f| f.as_str()),
+        Node::FuncCall(f) => f.funcname().iter().next_back().and_then(|p| p.as_str()),
+        Node::TypeCast(t) => output_name(t.arg())
+            .or_else(|| t.type_name().and_then(|t| t.names().iter().next_back().and_then(|p| p.sval()))),
+        Node::CollateClause(c) => output_name(c.arg()),
+        Node::CaseExpr(_) => Some("case"),
+        Node::CoalesceExpr(_) => Some("coalesce"),
+        Node::A_ArrayExpr(_) => Some("array"),
+        Node::RowExpr(_) => Some("row"),
+        _ => None,
+    }
+}

@@ -32,7 +32,13 @@ impl PoolGroup {
     /// to find one, up to the pool's checkout timeout.
     pub async fn checkout(&self, target: Target, patron: Option<&PatronRef>) -> Result<Checkout, PoolError> {
         if self.is_single() {
-            return self.pools[0].checkout(patron).await;
+            let taken = self.pools[0].checkout(patron).await;
+            match &taken {
+                Ok(_) => self.hosts.reached(0, Ok(())),
+                Err(PoolError::Connect { source, .. }) => self.hosts.reached(0, Err(&source.to_string())),
+                Err(_) => {}
+            }
+            return taken;
         }
         let waited = self.pools[0].settings.checkout_timeout;
         let deadline = Instant::now() + waited;
@@ -48,7 +54,7 @@ impl PoolGroup {
             };
             match self.pools[i].checkout(patron).await {
                 Ok(c) => {
-                    self.hosts.all()[i].routed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.hosts.reached(i, Ok(()));
                     return Ok(c);
                 }
                 Err(PoolError::Connect { source, .. }) if Instant::now() < deadline => {

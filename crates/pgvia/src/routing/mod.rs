@@ -264,6 +264,27 @@ impl Hosts {
         self.wake.notify_one();
     }
 
+    /// A transaction was given server `i` (`Ok`), or could not reach it: counted in `routed`;
+    /// for a server no health checker watches (a database's, or a shard's, only server),
+    /// its state is what its connections show: healthy, or banned with the error.
+    pub fn reached(&self, i: usize, result: Result<(), &str>) {
+        let Some(host) = self.hosts.get(i) else { return };
+        let checked = self.settings.checks_health();
+        match result {
+            Ok(()) => {
+                host.routed.fetch_add(1, Ordering::Relaxed);
+                if !checked && host.state() != HostState::Healthy {
+                    host.state.store(HostState::Healthy as u8, Ordering::Release);
+                }
+            }
+            Err(why) if !checked => {
+                host.state.store(HostState::Banned as u8, Ordering::Release);
+                host.set_error(why);
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Waits until the next health check round ends (or `limit` passes).
     pub async fn changed(&self, limit: Duration) {
         let _ = tokio::time::timeout(limit, self.changed.notified()).await;

@@ -18,7 +18,7 @@ pub mod params;
 mod placement;
 pub mod split;
 
-use route::{Access, Analysis, NestedKind, Outcome, Statement, StatementKind, TableRef};
+use route::{Access, Analysis, CopyDirection, NestedKind, Outcome, Statement, StatementKind, TableRef};
 use shard::{KeyCond, ShardError, ShardId, ShardSet};
 
 use crate::config::{ShardingRules, TableRule, UnshardedTables};
@@ -298,6 +298,8 @@ fn statement(
             | StatementKind::Update { .. }
             | StatementKind::Delete { .. }
             | StatementKind::Merge { .. }
+            // Its rows land where its table is: every shard for an omnisharded one.
+            | StatementKind::Copy { direction: CopyDirection::From, .. }
     );
     if !data {
         let mut route = utility(stmt, route, all);
@@ -343,6 +345,20 @@ fn statement(
                 let set = sharded_table(rules, stmt, t, rule, params, only_table, &mut route)?;
                 shards = shards.union(set);
             }
+        }
+    }
+    if replicated {
+        // Each shard would write its copy from the rows it holds of the others: the copies
+        // would differ (a sharded table read, or written alongside, on some shards only).
+        let placed_elsewhere = |t: &TableRef<'_>| {
+            matches!(placement(rules, t, session.search_path), Placement::Sharded(_) | Placement::Schema(_))
+        };
+        if let Some(t) = tables.iter().chain(&inside).find(|t| placed_elsewhere(t)) {
+            return Err(RouteError::Unplaceable {
+                construct: "a write to an omnisharded table that reads or writes a sharded table",
+                table: t.to_string(),
+                why: "every shard's copy would be written from the rows that shard alone holds; compute the rows first, then write them",
+            });
         }
     }
     route.replicated = replicated && !sharded_write;

@@ -150,7 +150,7 @@ impl ShardedSession<'_> {
 
     /// `SAVEPOINT`, `RELEASE` and `ROLLBACK TO`: run on every shard the transaction reached
     /// and remembered for those that join it later.
-    async fn savepoint(
+    pub(super) async fn savepoint(
         &mut self,
         kind: StatementKind,
         name: String,

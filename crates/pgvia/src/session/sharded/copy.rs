@@ -1,7 +1,8 @@
 //! `COPY ... FROM STDIN` on a sharded database: the COPY starts on every shard the rows may
 //! go to, the client's data is cut into rows (`sharding::copy`) and each row streamed to its
 //! own shard as it arrives; nothing is buffered beyond a row and a flush's worth per shard.
-//! Like any write on several shards, it commits on all of them or none.
+//! Like any write on several shards, it commits on all of them or none. Into a table on every
+//! shard (omnisharded), every row goes to every shard.
 
 use bytes::{Bytes, BytesMut};
 use shard::ShardSet;
@@ -18,6 +19,124 @@ use crate::sharding::copy::{self, CopyError, KeyPlace, Splitter};
 const SHARD_FLUSH: usize = 64 * 1024;
 
 impl ShardedSession<'_> {
+    /// Runs a `COPY ... FROM STDIN` into a table that is not sharded by key, on `targets`
+    /// (every shard for an omnisharded table, with `Combine::Replicated`; its shard for a
+    /// table of a sharded schema): every row goes to each of them as the client sent it.
+    /// `payload` is the client's Query, or (`extended`) its batch up to the Sync, with
+    /// `parse_drops` for its Parses.
+    pub(super) async fn copy_in_whole(
+        &mut self,
+        payload: &[u8],
+        parse_drops: &[bool],
+        targets: ShardSet,
+        combine: Combine,
+        extended: bool,
+    ) -> Result<(), SessionError> {
+        for shard in targets.iter() {
+            if let Err(e) = self.ensure_server(shard, true).await {
+                self.shard_failed(shard, &e).await;
+                return Ok(());
+            }
+        }
+        let implicit = matches!(self.tx, super::Tx::Idle) && targets.len() > 1;
+        self.aim_cancels(targets);
+        let mut flight = match self
+            .launch(targets, super::io::Payload::Same(payload), combine, parse_drops, implicit)
+            .await
+        {
+            Ok(f) => f,
+            Err(e) => {
+                self.shard_failed(targets.first().unwrap_or(0), &e).await;
+                return Ok(());
+            }
+        };
+        if let Err(e) = self.pump(&mut flight, true).await {
+            self.shard_failed(targets.first().unwrap_or(0), &e).await;
+            return Ok(());
+        }
+        if flight.fan.copy_in_started() {
+            self.flush_client().await?;
+            if let Err(e) = self.stream_whole(&flight.lanes, extended).await {
+                match e {
+                    StreamEnd::Client(e) => return Err(e),
+                    StreamEnd::Server(e) => {
+                        self.shard_failed(targets.first().unwrap_or(0), &e).await;
+                        return Ok(());
+                    }
+                }
+            }
+            if let Err(e) = self.pump(&mut flight, false).await {
+                self.shard_failed(targets.first().unwrap_or(0), &e).await;
+                return Ok(());
+            }
+        }
+        match flight.outcome() {
+            Ok(outcome) => self.finish_exchange(targets, true, implicit, &outcome).await,
+            Err(e) => self.shard_failed(targets.first().unwrap_or(0), &e).await,
+        }
+        Ok(())
+    }
+
+    /// Sends the client's COPY data, as it comes, to every one of `lanes`' shards, up to its
+    /// CopyDone or CopyFail; in the extended protocol, up to the Sync after it (the servers
+    /// ignored the batch's own Sync during the COPY, as PostgreSQL does, and answer this one).
+    async fn stream_whole(&mut self, lanes: &[usize], extended: bool) -> Result<(), StreamEnd> {
+        let mut copying = true;
+        loop {
+            let frame = self.next_client_frame().await.map_err(StreamEnd::Client)?;
+            let end = match frame.first().copied() {
+                Some(fe::COPY_DATA) if copying => false,
+                Some(fe::COPY_DONE | fe::COPY_FAIL) if copying => !extended,
+                Some(fe::SYNC) if !copying => true,
+                // Flush and Sync mean nothing inside COPY, as with PostgreSQL.
+                Some(fe::FLUSH | fe::SYNC) => continue,
+                Some(_) if !copying => {
+                    // The next exchange: the COPY's ends here, as at a Sync.
+                    let mut rest = BytesMut::from(&frame[..]);
+                    rest.extend_from_slice(&self.from_client);
+                    self.from_client = rest;
+                    let mut sync = BytesMut::new();
+                    wire::build::sync(&mut sync);
+                    for &shard in lanes {
+                        self.send_to(shard, &sync).await.map_err(StreamEnd::Server)?;
+                    }
+                    return Ok(());
+                }
+                _ => {
+                    let mut fail = BytesMut::new();
+                    wire::build::frame(&mut fail, fe::COPY_FAIL, |b| {
+                        wire::build::put_cstr(b, b"unexpected message during COPY")
+                    });
+                    for &shard in lanes {
+                        self.send_to(shard, &fail).await.map_err(StreamEnd::Server)?;
+                    }
+                    return Ok(());
+                }
+            };
+            for &shard in lanes {
+                self.send_to(shard, &frame).await.map_err(StreamEnd::Server)?;
+            }
+            if end {
+                return Ok(());
+            }
+            copying &= !matches!(frame.first().copied(), Some(fe::COPY_DONE | fe::COPY_FAIL));
+        }
+    }
+
+    /// Whether `analysis` is one `COPY ... FROM STDIN`: `Some(true)` into a table sharded by
+    /// key (its rows are split, `copy_in`), `Some(false)` into one that is not (every row to
+    /// each of its shards, `copy_in_whole`).
+    pub(super) fn copy_from_stdin(&self, analysis: &route::Analysis) -> Option<bool> {
+        let statement = analysis.statement(0).filter(|_| analysis.len() == 1)?;
+        if statement.kind()
+            != (route::StatementKind::Copy { direction: route::CopyDirection::From, stdio: true })
+        {
+            return None;
+        }
+        let keyed = statement.tables().next().is_some_and(|t| self.rules.table(t.schema, t.name).is_some());
+        Some(keyed)
+    }
+
     /// Runs a `COPY ... FROM STDIN` into `rule`'s table (`table` as the statement names it).
     pub(super) async fn copy_in(
         &mut self,

@@ -124,6 +124,9 @@ enum Control {
     Begin,
     Commit,
     Rollback,
+    /// `SAVEPOINT`, `RELEASE` or `ROLLBACK TO` (the kind), naming a savepoint, with the
+    /// statement as a Query frame (as the simple protocol's, replayed to shards that join).
+    Savepoint(StatementKind, String, Bytes),
 }
 
 impl ShardedSession<'_> {
@@ -164,6 +167,10 @@ impl ShardedSession<'_> {
                     self.rollback().await;
                     return Ok(());
                 }
+                Control::Savepoint(kind, name, query) => {
+                    self.savepoint(kind, name, query).await?;
+                    return Ok(());
+                }
             }
         }
         if self.refused_in_failed_transaction() {
@@ -184,6 +191,7 @@ impl ShardedSession<'_> {
         let mut bound = false;
         let mut merge: Option<Merge> = None;
         let mut replicated = true;
+        let mut copy_from = false;
         // `kept` is the same batch with the statements kept on the server (`kept.rs`), used
         // when it goes to one shard and no Bind is rewritten.
         let mut keepable = self.registrar.is_some();
@@ -286,11 +294,22 @@ impl ShardedSession<'_> {
                     if analysis.statements().any(|s| is_control(s.kind())) {
                         self.refuse(
                             SqlState::FEATURE_NOT_SUPPORTED.code(),
-                            "on a sharded database, send BEGIN, COMMIT and ROLLBACK in a message batch of their own",
+                            "on a sharded database, send BEGIN, COMMIT, ROLLBACK and savepoint statements in a message batch of their own",
                         );
                         return Ok(());
                     }
                     writes |= analysis.writes();
+                    match self.copy_from_stdin(&analysis) {
+                        Some(true) => {
+                            self.refuse(
+                                SqlState::FEATURE_NOT_SUPPORTED.code(),
+                                "COPY FROM STDIN into a sharded table is split by key only as a simple query: send it so",
+                            );
+                            return Ok(());
+                        }
+                        Some(false) => copy_from = true,
+                        None => {}
+                    }
                     self.observe(set, &analysis, Via::Extended);
                     // The strongest note of the batch's statements: `DISCARD ALL` bound here
                     // drops the servers' statements as a simple query's does.
@@ -476,7 +495,9 @@ impl ShardedSession<'_> {
         }
         self.note = note;
         self.parses_answered = 0;
-        if keepable && targets.len() == 1 && matches!(combine, Combine::Concat | Combine::Replicated) {
+        if copy_from {
+            self.copy_in_whole(&payload, &parse_drops, targets, combine, true).await?;
+        } else if keepable && targets.len() == 1 && matches!(combine, Combine::Concat | Combine::Replicated) {
             self.exchange(targets, super::io::Payload::Kept(&kept), combine, &[], writes).await?;
         } else {
             self.exchange(targets, super::io::Payload::Same(&payload), combine, &parse_drops, writes).await?;
@@ -630,13 +651,22 @@ impl ShardedSession<'_> {
         if analysis.len() != 1 {
             return None;
         }
-        let control = match analysis.statement(0)?.kind() {
+        let statement = analysis.statement(0)?;
+        let control = match statement.kind() {
             StatementKind::Begin(_) => Control::Begin,
             StatementKind::Commit { chain: false } => Control::Commit,
             StatementKind::Rollback { chain: false } => Control::Rollback,
+            kind @ (StatementKind::Savepoint
+            | StatementKind::Release
+            | StatementKind::RollbackToSavepoint) => {
+                let mut query = BytesMut::new();
+                wire::build::frame(&mut query, fe::QUERY, |b| wire::build::put_cstr(b, &sql));
+                Control::Savepoint(kind, statement.name().unwrap_or_default().to_owned(), query.freeze())
+            }
             _ => return None,
         };
-        // COMMIT/ROLLBACK must be alone before the Sync; BEGIN may lead other statements.
+        // COMMIT/ROLLBACK and savepoints must be alone before the Sync; BEGIN may lead other
+        // statements.
         let alone = n + 1 == frames.len();
         if !(alone || matches!(control, Control::Begin)) {
             return None;
@@ -677,7 +707,7 @@ fn may_be_control(sql: &[u8]) -> bool {
         return true;
     }
     let word = &text[..word_len];
-    ["begin", "start", "commit", "end", "rollback", "abort"]
+    ["begin", "start", "commit", "end", "rollback", "abort", "savepoint", "release"]
         .iter()
         .any(|k| word.eq_ignore_ascii_case(k.as_bytes()))
 }

@@ -44,6 +44,8 @@ pub struct Lane {
     /// is the client's, or one pgvia answered in its place): the session registers that
     /// many of the exchange's statement names (`names.rs`).
     pub client_parses: usize,
+    /// A replicated write's rows so far (`Combine::Replicated`).
+    rows: RowSum,
     /// The transaction status of this lane's `ReadyForQuery`, once it came.
     ready: Option<u8>,
     /// After an error was forwarded: everything up to `ReadyForQuery` is dropped.
@@ -144,6 +146,28 @@ impl Merge {
         self.merger.set_result_formats(formats);
     }
 }
+
+/// The rows one lane returned for a statement, summed without regard to their order: how
+/// many, and the wrapping sum of their hashes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct RowSum {
+    count: u64,
+    hashes: u64,
+}
+
+impl RowSum {
+    fn add(&mut self, frame: &[u8]) {
+        use std::hash::{Hash, Hasher};
+        // Fixed keys: every lane hashes alike.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        frame.hash(&mut h);
+        self.count += 1;
+        self.hashes = self.hashes.wrapping_add(h.finish());
+    }
+}
+
+/// Why a write to an omnisharded table was refused when its copies answered differently.
+const COPIES_DIFFER: &str = "the copies of an omnisharded table answered this write differently (RETURNING rows or row counts differ between shards: a sequence default, now(), random() or copies that already differ); the statement fails and is rolled back on every shard, so the copies stay identical: give such values explicitly";
 
 /// Binary COPY's file header starts so; its trailer is an int16 -1.
 const BINARY_SIGNATURE: &[u8] = b"PGCOPY\n\xff\r\n\0";
@@ -280,7 +304,14 @@ impl FanOut {
         } else {
             frame
         };
+        let replicated = matches!(self.combine, Combine::Replicated);
         match t {
+            // Every copy of an omnisharded table says the same; the client hears it once.
+            tag::NOTICE_RESPONSE if replicated => {
+                if i == 0 {
+                    out.extend_from_slice(&frame);
+                }
+            }
             tag::NOTICE_RESPONSE | tag::NOTIFICATION_RESPONSE => out.extend_from_slice(&frame),
             // Settings are reported once, from the first lane; the others say the same.
             tag::PARAMETER_STATUS => {
@@ -298,6 +329,19 @@ impl FanOut {
             {
                 lane.queued += frame.len();
                 lane.queue.push_back(frame);
+            }
+            // A replicated write: the first copy's rows go to the client, every copy's are
+            // summed up to be compared at the CommandComplete (`copies_agree`).
+            tag::DATA_ROW if replicated => {
+                lane.rows.add(&frame);
+                if i == 0 {
+                    if lane.queue.is_empty() {
+                        out.extend_from_slice(&frame);
+                    } else {
+                        lane.queued += frame.len();
+                        lane.queue.push_back(frame);
+                    }
+                }
             }
             tag::DATA_ROW | tag::COPY_DATA if lane.queue.is_empty() => out.extend_from_slice(&frame),
             _ => {
@@ -348,6 +392,16 @@ impl FanOut {
                 continue;
             }
             let first = heads[0];
+            if matches!(self.combine, Combine::Replicated) && !self.copies_agree(first) {
+                wire::build::ErrorFields::with_code(
+                    wire::build::Severity::Error,
+                    wire::sqlstate::SqlState::FEATURE_NOT_SUPPORTED.code(),
+                    COPIES_DIFFER,
+                )
+                .write(out);
+                self.fail_lanes();
+                continue;
+            }
             if let Some(&other) = heads.iter().find(|&&t| t != first) {
                 return Err(FanOutError::Diverged(first as char, other as char));
             }
@@ -511,6 +565,26 @@ impl FanOut {
             lane.parse_drops.clear();
             lane.close_drops.clear();
         }
+    }
+
+    /// Whether every lane's next frame is as the first lane's (`first` its tag): a write to
+    /// an omnisharded table must leave its copies identical, so at its CommandComplete each
+    /// copy's tag and RETURNING rows (in any order: copies need not store rows alike) must
+    /// be the others'. The rows are compared by sum, so none is held.
+    fn copies_agree(&mut self, first: u8) -> bool {
+        let head = |l: &Lane| l.queue.front().cloned().unwrap_or_default();
+        let first_frame = head(&self.lanes[0]);
+        let first_rows = self.lanes[0].rows;
+        let agree = self.lanes.iter().all(|l| match first {
+            tag::COMMAND_COMPLETE => head(l) == first_frame && l.rows == first_rows,
+            _ => head(l).first() == Some(&first),
+        });
+        if first == tag::COMMAND_COMPLETE {
+            for lane in &mut self.lanes {
+                lane.rows = RowSum::default();
+            }
+        }
+        agree
     }
 
     fn pop_heads(&mut self) -> Vec<Bytes> {

@@ -211,3 +211,34 @@ fn the_client_parses_accepted_are_those_every_lane_accepted() {
     assert_eq!(f.client_parses(), 1);
     assert!(f.finished().is_some_and(|d| d.failed));
 }
+
+/// A write to an omnisharded table: one copy's rows and tag reach the client, whatever order
+/// each copy returned its rows in; copies whose rows or counts differ fail it with 0A000.
+#[test]
+fn replicated_writes_answer_once_and_refuse_copies_that_differ() {
+    let run = |second: &[Bytes]| {
+        let mut f = FanOut::new(2, Combine::Replicated);
+        let mut out = BytesMut::new();
+        for frame in [row("a"), row("b"), complete("INSERT 0 2"), ready(b'I')] {
+            f.push(0, frame, &mut out).unwrap();
+        }
+        for frame in second {
+            f.push(1, frame.clone(), &mut out).unwrap();
+        }
+        (tags(&out), out, f.finished())
+    };
+    let (t, out, done) = run(&[row("b"), row("a"), complete("INSERT 0 2"), ready(b'I')]);
+    assert_eq!(t, "DDC");
+    assert!(out.ends_with(&complete("INSERT 0 2")));
+    assert_eq!(done, Some(Finished { failed: false, in_transaction: false }));
+    for differing in [
+        vec![row("a"), row("c"), complete("INSERT 0 2"), ready(b'I')],
+        vec![row("a"), complete("INSERT 0 1"), ready(b'I')],
+    ] {
+        let (t, out, done) = run(&differing);
+        assert_eq!(t, "DDE", "the first copy's rows, then the error");
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains("0A000") && text.contains("omnisharded"), "{text}");
+        assert_eq!(done, Some(Finished { failed: true, in_transaction: false }));
+    }
+}

@@ -496,6 +496,10 @@ impl<'a> ShardedSession<'a> {
             }
         }
         let combine = if routes.iter().all(|r| r.replicated) { Combine::Replicated } else { Combine::Concat };
+        if self.copy_from_stdin(&analysis).is_some() {
+            // Not into a table sharded by key (`control` takes those): no row is split.
+            return self.copy_in_whole(&frame, &[], targets, combine, false).await;
+        }
         self.note = kept::ServerNote::of(&analysis);
         if self.note == kept::ServerNote::ForgetAll {
             // `DISCARD ALL` and `DEALLOCATE ALL` drop the client's protocol statements too.
