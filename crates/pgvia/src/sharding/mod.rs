@@ -11,6 +11,7 @@
 pub mod cli;
 pub mod copy;
 mod copy_text;
+pub mod doors;
 mod fanouts;
 pub mod key_move;
 mod keys;
@@ -298,7 +299,7 @@ fn statement(
             | StatementKind::Update { .. }
             | StatementKind::Delete { .. }
             | StatementKind::Merge { .. }
-    );
+    ) || reads_rows(stmt);
     if !data {
         let mut route = utility(stmt, route, all);
         if let Some(n) = nested {
@@ -363,6 +364,17 @@ fn statement(
         with_nested(&mut route, n)?;
     }
     Ok(route)
+}
+
+/// `DECLARE ... CURSOR FOR SELECT` and `COPY (SELECT ...) TO` / `COPY table TO` read rows as
+/// the query inside them does: they go where its rows are, not to every shard (the session
+/// merges them when that is several, `session/sharded/doors.rs`).
+fn reads_rows(stmt: &Statement<'_>) -> bool {
+    match stmt.kind() {
+        StatementKind::DeclareCursor { .. } => matches!(stmt.target(), Some(StatementKind::Select { .. })),
+        StatementKind::Copy { direction: route::CopyDirection::To, .. } => !stmt.writes(),
+        _ => false,
+    }
 }
 
 /// Writes inside the statement (a data-modifying `WITH` query at any depth, a subquery, the

@@ -214,6 +214,7 @@ impl ShardedSession<'_> {
             }
             Tx::Open { participants, writers, failed, .. } => (participants, writers, failed),
         };
+        self.cursors_at_end(!failed);
         if failed {
             self.rollback_held(participants).await;
             wire::build::command_complete(&mut self.to_client, "ROLLBACK");
@@ -277,7 +278,10 @@ impl ShardedSession<'_> {
             Tx::Idle => {
                 self.warn_no_transaction();
             }
-            Tx::Open { participants, .. } => self.rollback_held(participants).await,
+            Tx::Open { participants, .. } => {
+                self.cursors_at_end(false);
+                self.rollback_held(participants).await
+            }
         }
         wire::build::command_complete(&mut self.to_client, "ROLLBACK");
         self.ready();

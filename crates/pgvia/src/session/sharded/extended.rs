@@ -252,6 +252,15 @@ impl ShardedSession<'_> {
                             .write(&mut error);
                         return self.refuse_at(&frames, at, error.freeze()).await;
                     }
+                    if analysis.statements().any(|s| super::doors::is_cursor_statement(s.kind())) {
+                        // The cursors are the session's (`doors.rs`), answered in one place.
+                        let mut error = BytesMut::new();
+                        let code = SqlState::FEATURE_NOT_SUPPORTED.code();
+                        let why = "on a sharded database, send DECLARE, FETCH, MOVE and CLOSE as simple queries (the extended protocol's portals with a row limit are not cursors over several shards yet)";
+                        wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, why)
+                            .write(&mut error);
+                        return self.refuse_at(&frames, at, error.freeze()).await;
+                    }
                     if let Some(rule) = self.key_update_rule(&analysis) {
                         // Its rows may move to other shards (`key_move.rs`).
                         return self.key_update_batch(frames.clone(), rule).await;
@@ -274,6 +283,25 @@ impl ShardedSession<'_> {
                             return Ok(());
                         }
                     };
+                    let copy_to = analysis.len() == 1
+                        && analysis.statement(0).is_some_and(|s| {
+                            matches!(
+                                s.kind(),
+                                StatementKind::Copy { direction: route::CopyDirection::To, .. }
+                            )
+                        });
+                    if copy_to && set.len() > 1 {
+                        let text = std::str::from_utf8(&sql).unwrap_or_default();
+                        let why = match super::doors::copy_needs_merge(text, &self.rules) {
+                            Ok(None) => None,
+                            Ok(Some(_)) => Some("on a sharded database, a COPY ... TO whose rows are merged across shards (ORDER BY, LIMIT, aggregates, DISTINCT, HEADER) is answered as a simple query only".to_owned()),
+                            Err(why) => Some(why),
+                        };
+                        if let Some(why) = why {
+                            self.refuse(SqlState::FEATURE_NOT_SUPPORTED.code(), &why);
+                            return Ok(());
+                        }
+                    }
                     if analysis.statements().any(|s| is_control(s.kind())) {
                         self.refuse(
                             SqlState::FEATURE_NOT_SUPPORTED.code(),

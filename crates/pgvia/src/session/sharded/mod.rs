@@ -15,6 +15,7 @@
 mod by_name;
 mod control;
 mod copy;
+mod doors;
 mod extended;
 mod fanout;
 mod hand_over;
@@ -112,6 +113,8 @@ pub struct ShardedSession<'a> {
     registrar: Option<crate::prepared::ClientStatements>,
     /// What the next query sent does to the statements its servers hold.
     note: kept::ServerNote,
+    /// The client's SQL cursors (`doors.rs`).
+    cursors: std::collections::HashMap<String, doors::Cursor>,
     /// Which shards hold each portal the client bound.
     portals: by_name::ByName<ShardSet>,
     /// Reused by every extended-protocol batch.
@@ -202,6 +205,7 @@ impl<'a> ShardedSession<'a> {
             note: kept::ServerNote::Nothing,
             statements: Default::default(),
             portals: Default::default(),
+            cursors: Default::default(),
             buffers: Default::default(),
             hint_shard: None,
             hint_key: None,
@@ -394,7 +398,7 @@ impl<'a> ShardedSession<'a> {
         if analysis.len() > 1 && !analysis.is_conservative() && !self.quiet {
             return self.simple_multi(sql, &analysis).await;
         }
-        if self.control(&analysis, &frame).await? {
+        if self.control(&analysis, &frame).await? || self.door(&analysis, &frame).await? {
             return Ok(());
         }
         if let Some(error) = crate::server::forward::reserved_name_error(&analysis) {
