@@ -258,3 +258,85 @@ async fn copy_of_a_query_over_several_shards_is_one_ordered_answer() {
     assert!(!out.status.success() && text(&out.stderr).contains("ERROR"), "binary refused: {out:?}");
     drop((through, reference));
 }
+
+/// `COPY ... TO STDOUT` through tokio_postgres (the extended protocol): its output or SQLSTATE.
+async fn copy(client: &Client, sql: &str) -> Result<String, String> {
+    use futures_util::{pin_mut, TryStreamExt};
+    let stream = client.copy_out(sql).await.map_err(|e| common::sqlstate(&e).unwrap_or_default())?;
+    pin_mut!(stream);
+    let mut all = Vec::new();
+    while let Some(chunk) = stream.try_next().await.map_err(|e| e.to_string())? {
+        all.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&all).into_owned())
+}
+
+/// The extended protocol: what needs rows held by pgvia is refused with 0A000, never
+/// answered per shard; what one shard or plain concatenation answers exactly still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_extended_protocol_refuses_what_it_cannot_answer_exactly() {
+    let (_c, _proxy, mut through, mut reference) = setup().await;
+    let code = |r: Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>| {
+        r.map(|rows| rows.len()).map_err(|e| common::sqlstate(&e).unwrap_or_else(|| e.to_string()))
+    };
+    // Cursor statements are the session's, answered as simple queries.
+    let tx = through.transaction().await.unwrap();
+    tx.simple_query(&format!("DECLARE c SCROLL CURSOR FOR {ORDERED}")).await.unwrap();
+    assert_eq!(code(tx.query("FETCH 2 FROM c", &[]).await), Err("0A000".to_owned()));
+    tx.rollback().await.unwrap();
+    // A COPY whose order is one PostgreSQL's: refused; a plain one: every row.
+    assert_eq!(
+        copy(&through, "COPY (SELECT id FROM items ORDER BY id) TO STDOUT").await,
+        Err("0A000".to_owned())
+    );
+    let sorted = |s: String| {
+        let mut l: Vec<String> = s.lines().map(str::to_owned).collect();
+        l.sort();
+        l
+    };
+    let want = sorted(copy(&reference, "COPY items TO STDOUT").await.unwrap());
+    assert_eq!(copy(&through, "COPY items TO STDOUT").await.map(sorted), Ok(want));
+    // Portals bound in one exchange and run in others, whole or in parts (Execute with a
+    // row limit, PortalSuspended, Execute again): one PostgreSQL's rows, in its chunks.
+    let mut answers = Vec::new();
+    for client in [&mut through, &mut reference] {
+        let mut seen: Vec<Vec<Vec<String>>> = Vec::new();
+        let tx = client.transaction().await.unwrap();
+        let text = |rows: Vec<tokio_postgres::Row>| -> Vec<Vec<String>> {
+            rows.iter()
+                .map(|r| {
+                    let id: i64 = r.get(0);
+                    let grp: i32 = r.get(1);
+                    let name: Option<String> = r.get(2);
+                    vec![id.to_string(), grp.to_string(), format!("{name:?}")]
+                })
+                .collect()
+        };
+        for sql in [
+            ORDERED,
+            "SELECT id, grp, name FROM items WHERE id > $1 ORDER BY name DESC NULLS LAST, id LIMIT 25",
+            "SELECT max(id), grp, min(name) FROM items WHERE id > $1 GROUP BY grp ORDER BY grp",
+        ] {
+            let stmt = tx.prepare(sql).await.unwrap();
+            let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                if sql.contains("$1") { vec![&5i64] } else { vec![] };
+            let whole = tx.bind(&stmt, &params).await.unwrap();
+            seen.push(text(tx.query_portal(&whole, 0).await.unwrap()));
+            for limit in [1, 7, 60] {
+                let portal = tx.bind(&stmt, &params).await.unwrap();
+                loop {
+                    let chunk = text(tx.query_portal(&portal, limit).await.unwrap());
+                    let done = chunk.len() < limit as usize;
+                    seen.push(chunk);
+                    if done {
+                        break;
+                    }
+                }
+            }
+        }
+        tx.rollback().await.unwrap();
+        answers.push(seen);
+    }
+    assert!(answers[1].iter().any(|c| c.len() == 7));
+    assert_eq!(answers[0], answers[1]);
+}

@@ -50,7 +50,7 @@ struct HeldResult {
 /// An error for the client: an ErrorResponse frame.
 type ErrorFrame = Bytes;
 
-fn error_frame(code: &str, message: &str) -> ErrorFrame {
+pub(super) fn error_frame(code: &str, message: &str) -> ErrorFrame {
     let mut b = BytesMut::new();
     wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, message).write(&mut b);
     b.freeze()
@@ -69,6 +69,36 @@ pub(super) fn is_cursor_statement(kind: route::StatementKind) -> bool {
             | route::StatementKind::Fetch
             | route::StatementKind::CloseCursor
     )
+}
+
+/// Why the extended protocol refuses a statement bound to `set`: cursor statements are
+/// the session's, answered as simple queries; a `COPY ... TO` over several shards whose rows
+/// pgvia would have to merge. `None` for everything else (one match on the kind).
+pub(super) fn extended_refusal(
+    analysis: &route::Analysis,
+    sql: &[u8],
+    set: ShardSet,
+    rules: &crate::config::ShardingRules,
+) -> Option<String> {
+    let kind = analysis.statement(0).filter(|_| analysis.len() == 1)?.kind();
+    if is_cursor_statement(kind) {
+        return Some(
+            "on a sharded database, send DECLARE, FETCH, MOVE and CLOSE as simple queries".to_owned(),
+        );
+    }
+    if !matches!(kind, route::StatementKind::Copy { direction: route::CopyDirection::To, .. })
+        || set.len() < 2
+    {
+        return None;
+    }
+    match copy_needs_merge(std::str::from_utf8(sql).unwrap_or_default(), rules) {
+        Ok(None) => None,
+        Ok(Some(_)) => Some(
+            "on a sharded database, a COPY ... TO whose rows are merged across shards (ORDER BY, LIMIT, aggregates, DISTINCT, HEADER) is answered as a simple query only"
+                .to_owned(),
+        ),
+        Err(why) => Some(why),
+    }
 }
 
 /// Whether `COPY ... TO` text `sql` over several shards needs pgvia to write its rows (its
@@ -304,6 +334,8 @@ impl ShardedSession<'_> {
     /// The cursors that outlive a transaction's end: on COMMIT the `WITH HOLD` ones, on
     /// ROLLBACK those of them declared before it.
     pub(super) fn cursors_at_end(&mut self, committed: bool) {
+        // Portals never outlive their transaction.
+        self.held_portals.clear();
         self.cursors.retain(|_, c| match c {
             Cursor::Held(h) if h.hold && (committed || !h.fresh) => {
                 h.fresh = false;

@@ -166,7 +166,7 @@ impl ShardedSession<'_> {
                 }
             }
         }
-        if self.refused_in_failed_transaction() {
+        if self.refused_in_failed_transaction() || self.held_portal_batch(&frames) {
             return Ok(());
         }
         let executes = frames.iter().filter(|f| f[0] == fe::EXECUTE).count();
@@ -188,6 +188,8 @@ impl ShardedSession<'_> {
         // when it goes to one shard and no Bind is rewritten.
         let mut keepable = self.registrar.is_some();
         let mut note = ServerNote::Nothing;
+        let mut holding: Option<super::portals::Holding> = None;
+        let mut holding_run = false;
         // `pending`: the batch's Parses, the client's names once the servers accept them
         // (`names.rs`).
         for (at, frame) in frames.iter().enumerate() {
@@ -252,15 +254,6 @@ impl ShardedSession<'_> {
                             .write(&mut error);
                         return self.refuse_at(&frames, at, error.freeze()).await;
                     }
-                    if analysis.statements().any(|s| super::doors::is_cursor_statement(s.kind())) {
-                        // The cursors are the session's (`doors.rs`), answered in one place.
-                        let mut error = BytesMut::new();
-                        let code = SqlState::FEATURE_NOT_SUPPORTED.code();
-                        let why = "on a sharded database, send DECLARE, FETCH, MOVE and CLOSE as simple queries (the extended protocol's portals with a row limit are not cursors over several shards yet)";
-                        wire::build::ErrorFields::with_code(wire::build::Severity::Error, code, why)
-                            .write(&mut error);
-                        return self.refuse_at(&frames, at, error.freeze()).await;
-                    }
                     if let Some(rule) = self.key_update_rule(&analysis) {
                         // Its rows may move to other shards (`key_move.rs`).
                         return self.key_update_batch(frames.clone(), rule).await;
@@ -283,24 +276,8 @@ impl ShardedSession<'_> {
                             return Ok(());
                         }
                     };
-                    let copy_to = analysis.len() == 1
-                        && analysis.statement(0).is_some_and(|s| {
-                            matches!(
-                                s.kind(),
-                                StatementKind::Copy { direction: route::CopyDirection::To, .. }
-                            )
-                        });
-                    if copy_to && set.len() > 1 {
-                        let text = std::str::from_utf8(&sql).unwrap_or_default();
-                        let why = match super::doors::copy_needs_merge(text, &self.rules) {
-                            Ok(None) => None,
-                            Ok(Some(_)) => Some("on a sharded database, a COPY ... TO whose rows are merged across shards (ORDER BY, LIMIT, aggregates, DISTINCT, HEADER) is answered as a simple query only".to_owned()),
-                            Err(why) => Some(why),
-                        };
-                        if let Some(why) = why {
-                            self.refuse(SqlState::FEATURE_NOT_SUPPORTED.code(), &why);
-                            return Ok(());
-                        }
+                    if let Some(why) = super::doors::extended_refusal(&analysis, &sql, set, &self.rules) {
+                        return self.refuse_at(&frames, at, super::doors::error_frame("0A000", &why)).await;
                     }
                     if analysis.statements().any(|s| is_control(s.kind())) {
                         self.refuse(
@@ -357,7 +334,9 @@ impl ShardedSession<'_> {
                                 (*v, f == 1)
                             })
                             .collect();
-                        match self.plan_merge(&sql, set, !described).await {
+                        let in_tx = matches!(self.tx, Tx::Open { .. });
+                        holding = super::portals::holding(b.portal, &frames[at + 1..], in_tx);
+                        match self.plan_merge(&sql, set, !described && holding.is_none()).await {
                             Ok(Some((rewritten, mut m))) => {
                                 if let Err(e) = m.bind_params(&bind_values) {
                                     self.refuse(e.sqlstate(), &e.to_string());
@@ -386,6 +365,8 @@ impl ShardedSession<'_> {
                                 return Ok(());
                             }
                         }
+                        // A portal run in parts is held by pgvia, which needs its columns.
+                        describe |= holding.is_some() && !described;
                     }
                     match kept_stmt {
                         Some(k) if merge.is_none() && one_format.is_none() && !describe => {
@@ -438,6 +419,11 @@ impl ShardedSession<'_> {
                     if let Some(set) = self.portals.get(name) {
                         needed = needed.union(*set);
                     }
+                    if holding.as_ref().is_some_and(|h| h.name == name) && frame[0] == fe::EXECUTE {
+                        super::portals::execute_whole(&mut payload, name);
+                        holding_run = true;
+                        continue;
+                    }
                     if let FrontendMessage::Execute { max_rows, .. } = message {
                         let shards = self.portals.get(name).map_or(1, |s| s.len());
                         if max_rows > 0 && shards > 1 {
@@ -465,6 +451,10 @@ impl ShardedSession<'_> {
                     kept.bytes.extend_from_slice(frame);
                 }
                 FrontendMessage::Sync | FrontendMessage::Flush => {
+                    if let Some(h) = holding.as_ref().filter(|_| !holding_run && frame[0] == fe::SYNC) {
+                        super::portals::execute_whole(&mut payload, &h.name);
+                        holding_run = true;
+                    }
                     payload.extend_from_slice(frame);
                     kept.bytes.extend_from_slice(frame);
                 }
@@ -495,6 +485,12 @@ impl ShardedSession<'_> {
         }
         self.note = note;
         self.parses_answered = 0;
+        if let Some(h) = holding {
+            self.run_holding(targets, &payload, &parse_drops, combine, h).await?;
+            self.settle_names(&mut pending);
+            self.buffers.give_back(BatchBuffers { payload, parse_drops, kept, pending });
+            return Ok(());
+        }
         if keepable && targets.len() == 1 && matches!(combine, Combine::Concat | Combine::Replicated) {
             self.exchange(targets, super::io::Payload::Kept(&kept), combine, &[], writes).await?;
         } else {
@@ -505,6 +501,7 @@ impl ShardedSession<'_> {
         // Portals end with their transaction.
         if matches!(self.tx, Tx::Idle) {
             self.portals.clear();
+            self.held_portals.clear();
         }
         Ok(())
     }

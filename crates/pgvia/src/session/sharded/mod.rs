@@ -23,6 +23,7 @@ mod io;
 mod kept;
 mod key_move;
 mod names;
+mod portals;
 mod subquery;
 pub mod two_phase;
 pub mod unique_id;
@@ -115,6 +116,8 @@ pub struct ShardedSession<'a> {
     note: kept::ServerNote,
     /// The client's SQL cursors (`doors.rs`).
     cursors: std::collections::HashMap<String, doors::Cursor>,
+    /// Portals over several shards run in parts, their rows held (`portals.rs`).
+    held_portals: portals::HeldPortals,
     /// Which shards hold each portal the client bound.
     portals: by_name::ByName<ShardSet>,
     /// Reused by every extended-protocol batch.
@@ -206,6 +209,7 @@ impl<'a> ShardedSession<'a> {
             statements: Default::default(),
             portals: Default::default(),
             cursors: Default::default(),
+            held_portals: Default::default(),
             buffers: Default::default(),
             hint_shard: None,
             hint_key: None,
@@ -245,6 +249,7 @@ impl<'a> ShardedSession<'a> {
                     // becomes of the query (PostgreSQL drops them before it parses the text).
                     self.statements.remove("");
                     self.portals.remove("");
+                    self.held_portals.remove("");
                     self.simple(frame).await?
                 }
                 Unit::Batch(frames) => self.batch(frames).await?,
