@@ -201,6 +201,40 @@ async fn cursors_keep_postgres_rules_for_scroll_hold_close_and_errors() {
             "DECLARE auto CURSOR WITH HOLD FOR SELECT id, grp FROM items ORDER BY grp, id LIMIT 7",
             "FETCH ALL FROM auto",
             "CLOSE auto",
+            // Over one shard, WITH HOLD: that shard's own cursor, kept past COMMIT.
+            "BEGIN",
+            "DECLARE k SCROLL CURSOR WITH HOLD FOR SELECT id, name FROM items WHERE id = 9",
+            "COMMIT",
+            "FETCH ALL FROM k",
+            "FETCH FIRST FROM k",
+            "CLOSE k",
+            "FETCH k",
+        ],
+    )
+    .await;
+    // Savepoints: ROLLBACK TO drops the cursors declared since, RELEASE keeps them.
+    same(
+        &through,
+        &reference,
+        &[
+            "BEGIN",
+            "DECLARE s1 SCROLL CURSOR FOR SELECT id FROM items ORDER BY id",
+            "SAVEPOINT a",
+            "DECLARE s2 SCROLL CURSOR FOR SELECT id FROM items ORDER BY id DESC",
+            "FETCH 2 FROM s2",
+            "ROLLBACK TO SAVEPOINT a",
+            "FETCH s2",
+            "ROLLBACK TO SAVEPOINT a",
+            "FETCH 2 FROM s1",
+            "SAVEPOINT b",
+            "DECLARE s3 CURSOR FOR SELECT id FROM items ORDER BY id",
+            "RELEASE SAVEPOINT b",
+            "SAVEPOINT c",
+            "ROLLBACK TO SAVEPOINT c",
+            "FETCH s3",
+            "ROLLBACK TO SAVEPOINT a",
+            "FETCH s3",
+            "ROLLBACK",
         ],
     )
     .await;

@@ -191,13 +191,23 @@ impl ShardedSession<'_> {
         if self.errored {
             return Ok(());
         }
+        let mut cursors_at = None;
         if let Tx::Open { savepoints, .. } = &mut self.tx {
             match (kind, known) {
                 (StatementKind::Savepoint, _) => savepoints.push((name, frame)),
-                (StatementKind::Release, Some(i)) => savepoints.truncate(i),
-                (_, Some(i)) => savepoints.truncate(i + 1),
+                (StatementKind::Release, Some(i)) => {
+                    savepoints.truncate(i);
+                    cursors_at = Some((i, false));
+                }
+                (_, Some(i)) => {
+                    savepoints.truncate(i + 1);
+                    cursors_at = Some((i + 1, true));
+                }
                 _ => {}
             }
+        }
+        if let Some((depth, rolled_back)) = cursors_at {
+            self.cursors_at_savepoint(depth, rolled_back);
         }
         Ok(())
     }

@@ -24,21 +24,28 @@ use crate::sharding::doors::{self as rules, CopyFormat, CopyOut, Position};
 use crate::sharding::{self, Target};
 
 /// A cursor the client declared.
-pub(super) enum Cursor {
+pub(super) struct Cursor {
+    place: Place,
+    hold: bool,
+    /// Declared in the transaction now open: a ROLLBACK drops it even WITH HOLD.
+    fresh: bool,
+    /// How many savepoints were in force at its DECLARE: a ROLLBACK TO one of them, or to
+    /// an earlier one, drops it, as PostgreSQL drops the portals opened since.
+    depth: usize,
+}
+
+enum Place {
     /// The shard's own cursor (its query is on that shard alone).
     Shard(ShardId),
     Held(Box<Held>),
 }
 
 /// A cursor over several shards: the merged rows, held by pgvia.
-pub(super) struct Held {
+struct Held {
     description: Bytes,
     rows: Vec<Bytes>,
     at: Position,
     no_scroll: bool,
-    hold: bool,
-    /// Declared in the transaction now open: a ROLLBACK drops it even WITH HOLD.
-    fresh: bool,
 }
 
 /// A merged result held back from the client.
@@ -218,7 +225,8 @@ impl ShardedSession<'_> {
             self.observe(targets, analysis, super::Via::Query);
             self.exchange(targets, Payload::Same(frame), Combine::Concat, &[], false).await?;
             if !self.errored {
-                self.cursors.insert(name.to_owned(), Cursor::Shard(shard));
+                let cursor = self.new_cursor(Place::Shard(shard), hold);
+                self.cursors.insert(name.to_owned(), cursor);
             }
             return Ok(true);
         }
@@ -233,16 +241,14 @@ impl ShardedSession<'_> {
         self.give_back_if_idle().await;
         match result {
             Ok(held) => {
-                let fresh = matches!(self.tx, Tx::Open { .. });
-                let cursor = Held {
+                let held = Held {
                     description: held.description,
                     rows: held.rows,
                     at: Position::default(),
                     no_scroll: declare.no_scroll,
-                    hold: declare.hold,
-                    fresh,
                 };
-                self.cursors.insert(name.to_owned(), Cursor::Held(Box::new(cursor)));
+                let cursor = self.new_cursor(Place::Held(Box::new(held)), hold);
+                self.cursors.insert(name.to_owned(), cursor);
                 wire::build::command_complete(&mut self.to_client, "DECLARE CURSOR");
                 self.ready();
             }
@@ -252,13 +258,13 @@ impl ShardedSession<'_> {
     }
 
     async fn fetch(&mut self, frame: &Bytes, text: &str, name: &str) -> Result<bool, SessionError> {
-        let shard = match self.cursors.get(name) {
+        let shard = match self.cursors.get(name).map(|c| &c.place) {
             None => {
                 self.fail_with(&no_cursor(name));
                 return Ok(true);
             }
-            Some(Cursor::Shard(s)) => Some(*s),
-            Some(Cursor::Held(_)) => None,
+            Some(Place::Shard(s)) => Some(*s),
+            Some(Place::Held(_)) => None,
         };
         if let Some(shard) = shard {
             let targets = ShardSet::one(shard);
@@ -272,7 +278,9 @@ impl ShardedSession<'_> {
             );
             return Ok(true);
         };
-        let Some(Cursor::Held(held)) = self.cursors.get_mut(name) else { return Ok(true) };
+        let Some(Place::Held(held)) = self.cursors.get_mut(name).map(|c| &mut c.place) else {
+            return Ok(true);
+        };
         let mut picked = Vec::new();
         let moved = held.at.run(f, held.rows.len() as u64, held.no_scroll, &mut picked);
         let Ok(count) = moved else {
@@ -303,18 +311,18 @@ impl ShardedSession<'_> {
 
     async fn close(&mut self, frame: &Bytes, name: Option<&str>) -> Result<bool, SessionError> {
         let shards: ShardSet = match name {
-            Some(name) => match self.cursors.remove(name) {
+            Some(name) => match self.cursors.remove(name).map(|c| c.place) {
                 None => {
                     self.fail_with(&no_cursor(name));
                     return Ok(true);
                 }
-                Some(Cursor::Held(_)) => ShardSet::EMPTY,
-                Some(Cursor::Shard(s)) => ShardSet::one(s),
+                Some(Place::Held(_)) => ShardSet::EMPTY,
+                Some(Place::Shard(s)) => ShardSet::one(s),
             },
             None => {
-                let shards = self.cursors.values().filter_map(|c| match c {
-                    Cursor::Shard(s) => Some(*s),
-                    Cursor::Held(_) => None,
+                let shards = self.cursors.values().filter_map(|c| match c.place {
+                    Place::Shard(s) => Some(s),
+                    Place::Held(_) => None,
                 });
                 let set = shards.collect();
                 self.cursors.clear();
@@ -336,13 +344,29 @@ impl ShardedSession<'_> {
     pub(super) fn cursors_at_end(&mut self, committed: bool) {
         // Portals never outlive their transaction.
         self.held_portals.clear();
-        self.cursors.retain(|_, c| match c {
-            Cursor::Held(h) if h.hold && (committed || !h.fresh) => {
-                h.fresh = false;
-                true
-            }
-            _ => false,
+        self.cursors.retain(|_, c| {
+            let kept = c.hold && (committed || !c.fresh);
+            c.fresh = false;
+            c.depth = 0;
+            kept
         });
+    }
+
+    fn new_cursor(&self, place: Place, hold: bool) -> Cursor {
+        let (fresh, depth) = match &self.tx {
+            Tx::Open { savepoints, .. } => (true, savepoints.len()),
+            Tx::Idle => (false, 0),
+        };
+        Cursor { place, hold, fresh, depth }
+    }
+
+    /// After `ROLLBACK TO` the savepoint that made `depth` savepoints: the cursors declared
+    /// since are gone; after `RELEASE` down to `depth`, those declared since belong to it.
+    pub(super) fn cursors_at_savepoint(&mut self, depth: usize, rolled_back: bool) {
+        self.cursors.retain(|_, c| !(rolled_back && c.fresh && c.depth >= depth));
+        for c in self.cursors.values_mut() {
+            c.depth = c.depth.min(depth);
+        }
     }
 
     /// `COPY ... TO STDOUT` over several shards that needs merging: the merged rows as COPY
