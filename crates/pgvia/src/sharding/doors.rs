@@ -71,7 +71,10 @@ pub fn fetch(sql: &str) -> Option<Fetch> {
         FetchDirection::FETCH_RELATIVE => Direction::Relative,
         _ => return None,
     };
-    Some(Fetch { direction, count: f.how_many as i64, is_move: f.ismove })
+    // `how_many` is a C long: 64 bits here, 32 on some platforms.
+    #[allow(clippy::unnecessary_cast)]
+    let count = f.how_many as i64;
+    Some(Fetch { direction, count, is_move: f.ismove })
 }
 
 /// Why a motion cannot be made: PostgreSQL's error for a backward move of a NO SCROLL cursor.
