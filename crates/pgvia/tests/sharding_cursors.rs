@@ -374,3 +374,59 @@ async fn the_extended_protocol_refuses_what_it_cannot_answer_exactly() {
     assert!(answers[1].iter().any(|c| c.len() == 7));
     assert_eq!(answers[0], answers[1]);
 }
+
+/// The extended protocol message for message: Execute with a row limit over several shards
+/// gives the rows in order, `PortalSuspended` when the limit is met (also when no row is
+/// left), then `SELECT n` of the last Execute; the portal ends with its transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portals_over_several_shards_run_in_parts_message_for_message() {
+    use common::raw::{self, bind, describe_portal, execute, parse, query, summary, sync, RawConn};
+    let (c, proxy, _through, _reference) = setup().await;
+    let direct: std::net::SocketAddr =
+        format!("{}:{}", c.reference.host(), c.reference.port()).parse().unwrap();
+    let steps: Vec<Vec<Vec<u8>>> = vec![
+        vec![query("BEGIN")],
+        vec![parse("s", ORDERED), bind("p", "s", &[]), describe_portal("p"), execute("p", 5), sync()],
+        vec![execute("p", 5), sync()],
+        vec![describe_portal("p"), execute("p", 50), sync()],
+        vec![execute("p", 1), sync()],
+        vec![raw::frame(b'C', b"Pp\0"), sync()],
+        vec![query("COMMIT")],
+        vec![
+            parse("", "SELECT grp, count(*) FROM items GROUP BY grp ORDER BY grp DESC"),
+            bind("q", "", &[]),
+            execute("q", 3),
+            sync(),
+        ],
+        vec![execute("q", 3), sync()],
+        vec![query("BEGIN")],
+        vec![
+            parse("t", "SELECT id FROM items WHERE id > $1 ORDER BY id DESC LIMIT 4"),
+            bind("r", "t", &[Some("50")]),
+            sync(),
+        ],
+        vec![execute("r", 0), sync()],
+        vec![query("ROLLBACK")],
+        vec![execute("r", 0), sync()],
+    ];
+    let run = |addr: std::net::SocketAddr| {
+        let steps = steps.clone();
+        async move {
+            let mut conn = RawConn::login(addr, USER, PASSWORD, DB).await.unwrap();
+            let mut out = Vec::new();
+            for step in steps {
+                conn.send(&step.concat()).await;
+                out.push(conn.until_ready().await.iter().filter_map(summary).collect::<Vec<_>>());
+            }
+            conn.send(&raw::terminate()).await;
+            out
+        }
+    };
+    let want = run(direct).await;
+    let got = run(proxy.addr).await;
+    assert!(want.iter().flatten().any(|m| m == "s"), "{want:?}");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "step {i}");
+    }
+    assert_eq!(got.len(), want.len());
+}

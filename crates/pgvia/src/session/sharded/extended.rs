@@ -487,11 +487,7 @@ impl ShardedSession<'_> {
         self.parses_answered = 0;
         if let Some(h) = holding {
             self.run_holding(targets, &payload, &parse_drops, combine, h).await?;
-            self.settle_names(&mut pending);
-            self.buffers.give_back(BatchBuffers { payload, parse_drops, kept, pending });
-            return Ok(());
-        }
-        if keepable && targets.len() == 1 && matches!(combine, Combine::Concat | Combine::Replicated) {
+        } else if keepable && targets.len() == 1 && matches!(combine, Combine::Concat | Combine::Replicated) {
             self.exchange(targets, super::io::Payload::Kept(&kept), combine, &[], writes).await?;
         } else {
             self.exchange(targets, super::io::Payload::Same(&payload), combine, &parse_drops, writes).await?;
