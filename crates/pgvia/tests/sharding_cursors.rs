@@ -209,6 +209,12 @@ async fn cursors_keep_postgres_rules_for_scroll_hold_close_and_errors() {
             "FETCH FIRST FROM k",
             "CLOSE k",
             "FETCH k",
+            // DISCARD ALL closes every cursor.
+            "DECLARE d1 CURSOR WITH HOLD FOR SELECT id FROM items ORDER BY id",
+            "DECLARE d2 CURSOR WITH HOLD FOR SELECT id FROM items WHERE id = 3",
+            "DISCARD ALL",
+            "FETCH d1",
+            "FETCH d2",
         ],
     )
     .await;

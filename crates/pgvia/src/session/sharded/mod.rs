@@ -492,6 +492,15 @@ impl<'a> ShardedSession<'a> {
             .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
         self.observe(targets, &analysis, Via::Query);
         self.exchange(targets, io::Payload::Same(&frame), combine, &[], writes).await?;
+        if !self.errored
+            && analysis
+                .statements()
+                .any(|s| s.kind() == route::StatementKind::Discard(route::DiscardTarget::All))
+        {
+            // The shards closed their cursors; pgvia's held ones go too.
+            self.cursors.clear();
+            self.held_portals.clear();
+        }
         if settings {
             self.learn_settings(targets).await?;
         }
