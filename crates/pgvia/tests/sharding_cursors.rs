@@ -311,8 +311,8 @@ async fn copy(client: &Client, sql: &str) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&all).into_owned())
 }
 
-/// The extended protocol: what needs rows held by pgvia is refused with 0A000, never
-/// answered per shard; what one shard or plain concatenation answers exactly still runs.
+/// The extended protocol: merged COPY and portals run in parts answer as one PostgreSQL;
+/// cursor statements and binary merged COPY are refused with 0A000, never answered per shard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_extended_protocol_refuses_what_it_cannot_answer_exactly() {
     let (_c, _proxy, mut through, mut reference) = setup().await;
@@ -324,9 +324,16 @@ async fn the_extended_protocol_refuses_what_it_cannot_answer_exactly() {
     tx.simple_query(&format!("DECLARE c SCROLL CURSOR FOR {ORDERED}")).await.unwrap();
     assert_eq!(code(tx.query("FETCH 2 FROM c", &[]).await), Err("0A000".to_owned()));
     tx.rollback().await.unwrap();
-    // A COPY whose order is one PostgreSQL's: refused; a plain one: every row.
+    // A COPY whose order is one PostgreSQL's: its output; binary of such a query: refused;
+    // a plain one: every row.
+    for sql in [
+        "COPY (SELECT id, name FROM items ORDER BY id DESC) TO STDOUT",
+        "COPY (SELECT grp, count(*) FROM items GROUP BY grp ORDER BY grp) TO STDOUT (FORMAT csv, HEADER)",
+    ] {
+        assert_eq!(copy(&through, sql).await, copy(&reference, sql).await, "{sql}");
+    }
     assert_eq!(
-        copy(&through, "COPY (SELECT id FROM items ORDER BY id) TO STDOUT").await,
+        copy(&through, "COPY (SELECT id FROM items ORDER BY id) TO STDOUT (FORMAT binary)").await,
         Err("0A000".to_owned())
     );
     let sorted = |s: String| {

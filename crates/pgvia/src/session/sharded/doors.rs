@@ -78,33 +78,38 @@ pub(super) fn is_cursor_statement(kind: route::StatementKind) -> bool {
     )
 }
 
-/// Why the extended protocol refuses a statement bound to `set`: cursor statements are
-/// the session's, answered as simple queries; a `COPY ... TO` over several shards whose rows
-/// pgvia would have to merge. `None` for everything else (one match on the kind).
-pub(super) fn extended_refusal(
+/// What the extended protocol does with a statement bound to `set` that needs the session.
+pub(super) enum ExtendedDoor {
+    Refuse(String),
+    /// A `COPY ... TO` over several shards whose rows pgvia merges and writes.
+    Copy(CopyOut),
+}
+
+/// Cursor statements are the session's, answered as simple queries (their rows are held as
+/// text; a Bind may ask for binary); a `COPY ... TO` over several shards whose rows need
+/// merging is written by pgvia, as for a simple query. `None` for everything else (one match
+/// on the kind).
+pub(super) fn extended_door(
     analysis: &route::Analysis,
     sql: &[u8],
     set: ShardSet,
     rules: &crate::config::ShardingRules,
-) -> Option<String> {
+) -> Option<ExtendedDoor> {
     let kind = analysis.statement(0).filter(|_| analysis.len() == 1)?.kind();
     if is_cursor_statement(kind) {
-        return Some(
+        return Some(ExtendedDoor::Refuse(
             "on a sharded database, send DECLARE, FETCH, MOVE and CLOSE as simple queries".to_owned(),
-        );
+        ));
     }
-    if !matches!(kind, route::StatementKind::Copy { direction: route::CopyDirection::To, .. })
+    if !matches!(kind, route::StatementKind::Copy { direction: route::CopyDirection::To, stdio: true })
         || set.len() < 2
     {
         return None;
     }
     match copy_needs_merge(std::str::from_utf8(sql).unwrap_or_default(), rules) {
         Ok(None) => None,
-        Ok(Some(_)) => Some(
-            "on a sharded database, a COPY ... TO whose rows are merged across shards (ORDER BY, LIMIT, aggregates, DISTINCT, HEADER) is answered as a simple query only"
-                .to_owned(),
-        ),
-        Err(why) => Some(why),
+        Ok(Some(copy)) => Some(ExtendedDoor::Copy(copy)),
+        Err(why) => Some(ExtendedDoor::Refuse(why)),
     }
 }
 
@@ -401,6 +406,49 @@ impl ShardedSession<'_> {
             Err(error) => self.fail_with(&error),
         }
         Ok(true)
+    }
+
+    /// A batch that binds and runs a `COPY ... TO` pgvia writes (`Bind`, maybe `Describe`,
+    /// `Execute`, `Sync`, as drivers send it after preparing the statement): answered as
+    /// PostgreSQL answers it. Other batches around such a COPY are refused.
+    pub(super) async fn copy_to_batch(
+        &mut self,
+        frames: &[Bytes],
+        at: usize,
+        copy: CopyOut,
+        targets: ShardSet,
+    ) -> Result<(), SessionError> {
+        let rest: Vec<u8> = frames.iter().skip(at + 1).map(|f| f[0]).collect();
+        let described = matches!(rest.as_slice(), [b'D', b'E', b'S']);
+        if at != 0 || !(described || matches!(rest.as_slice(), [b'E', b'S'])) {
+            self.refuse(
+                SqlState::FEATURE_NOT_SUPPORTED.code(),
+                "a COPY ... TO over several shards must be bound and run in a batch of its own (Bind, Describe, Execute, Sync)",
+            );
+            return Ok(());
+        }
+        let result = self.run_held(&copy.query, targets).await;
+        self.give_back_if_idle().await;
+        let held = match result {
+            Ok(h) => h,
+            Err(error) => {
+                self.fail_with(&error);
+                return Ok(());
+            }
+        };
+        let mark = self.to_client.len();
+        wire::build::frame(&mut self.to_client, tag::BIND_COMPLETE, |_| {});
+        if described {
+            wire::build::frame(&mut self.to_client, tag::NO_DATA, |_| {});
+        }
+        match write_copy(&copy, &held, &mut self.to_client) {
+            Ok(()) => self.ready(),
+            Err(error) => {
+                self.to_client.truncate(mark);
+                self.fail_with(&error);
+            }
+        }
+        Ok(())
     }
 
     /// As [`Self::door_targets`], writing nothing: `None` leaves the statement to the

@@ -276,8 +276,16 @@ impl ShardedSession<'_> {
                             return Ok(());
                         }
                     };
-                    if let Some(why) = super::doors::extended_refusal(&analysis, &sql, set, &self.rules) {
-                        return self.refuse_at(&frames, at, super::doors::error_frame("0A000", &why)).await;
+                    match super::doors::extended_door(&analysis, &sql, set, &self.rules) {
+                        Some(super::doors::ExtendedDoor::Refuse(why)) => {
+                            return self
+                                .refuse_at(&frames, at, super::doors::error_frame("0A000", &why))
+                                .await;
+                        }
+                        Some(super::doors::ExtendedDoor::Copy(copy)) => {
+                            return self.copy_to_batch(&frames, at, copy, set).await;
+                        }
+                        None => {}
                     }
                     if analysis.statements().any(|s| is_control(s.kind())) {
                         self.refuse(
