@@ -404,6 +404,8 @@ async fn portals_over_several_shards_run_in_parts_message_for_message() {
         vec![describe_portal("p"), execute("p", 50), sync()],
         vec![execute("p", 1), sync()],
         vec![raw::frame(b'C', b"Pp\0"), sync()],
+        // Closed, the name can be bound again.
+        vec![bind("p", "s", &[]), execute("p", 2), sync()],
         vec![query("COMMIT")],
         vec![
             parse("", "SELECT grp, count(*) FROM items GROUP BY grp ORDER BY grp DESC"),

@@ -385,13 +385,15 @@ impl ShardedSession<'_> {
                     }
                     parse_frame(&mut payload, &shard_sql, &types);
                     parse_drops.push(true);
+                    let start = payload.len();
                     bind_unnamed_formats(&mut payload, frame, one_format);
+                    let shard_portal = match holding {
+                        Some(_) => super::portals::unname_bind(&mut payload, start),
+                        None => b.portal,
+                    };
                     if describe {
                         // The merge needs the shards' columns; the client did not ask for them.
-                        wire::build::frame(&mut payload, fe::DESCRIBE, |m| {
-                            m.put_u8(b'P');
-                            wire::build::put_cstr(m, b.portal.as_bytes());
-                        });
+                        super::portals::describe(&mut payload, shard_portal);
                     }
                 }
                 FrontendMessage::Describe { target: Which::Statement, name } => {
@@ -427,9 +429,12 @@ impl ShardedSession<'_> {
                     if let Some(set) = self.portals.get(name) {
                         needed = needed.union(*set);
                     }
-                    if holding.as_ref().is_some_and(|h| h.name == name) && frame[0] == fe::EXECUTE {
-                        super::portals::execute_whole(&mut payload, name);
-                        holding_run = true;
+                    if holding.as_ref().is_some_and(|h| h.name == name) {
+                        match frame[0] {
+                            fe::EXECUTE => super::portals::execute_whole(&mut payload),
+                            _ => super::portals::describe(&mut payload, ""),
+                        }
+                        holding_run |= frame[0] == fe::EXECUTE;
                         continue;
                     }
                     if let FrontendMessage::Execute { max_rows, .. } = message {
@@ -459,8 +464,8 @@ impl ShardedSession<'_> {
                     kept.bytes.extend_from_slice(frame);
                 }
                 FrontendMessage::Sync | FrontendMessage::Flush => {
-                    if let Some(h) = holding.as_ref().filter(|_| !holding_run && frame[0] == fe::SYNC) {
-                        super::portals::execute_whole(&mut payload, &h.name);
+                    if holding.is_some() && !holding_run && frame[0] == fe::SYNC {
+                        super::portals::execute_whole(&mut payload);
                         holding_run = true;
                     }
                     payload.extend_from_slice(frame);

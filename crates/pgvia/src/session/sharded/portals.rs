@@ -2,7 +2,7 @@
 //! portal is not run whole in the same batch (an Execute with a row limit, or an Execute in a
 //! later batch) runs the merged query at once (PostgreSQL takes the portal's snapshot at Bind
 //! too), and pgvia holds its rows (at most `limits.merge_memory_budget` bytes) and answers
-//! each Execute from them: the next rows, then `PortalSuspended` while rows are left, else
+//! each Execute from them: the next rows, then `PortalSuspended` when the limit is met, else
 //! `SELECT n` (the rows of that Execute). Shards never answer such a portal's Execute each
 //! with its own rows.
 
@@ -224,10 +224,34 @@ impl ShardedSession<'_> {
     }
 }
 
-/// Writes `Execute` of `portal` for all its rows.
-pub(super) fn execute_whole(out: &mut BytesMut, portal: &str) {
+/// Writes `Execute` of the shards' unnamed portal for all its rows.
+pub(super) fn execute_whole(out: &mut BytesMut) {
     wire::build::frame(out, fe::EXECUTE, |b| {
-        wire::build::put_cstr(b, portal.as_bytes());
+        b.extend_from_slice(&[0]);
         b.extend_from_slice(&0i32.to_be_bytes());
     });
+}
+
+/// Writes `Describe` of portal `name`.
+pub(super) fn describe(out: &mut BytesMut, name: &str) {
+    wire::build::frame(out, fe::DESCRIBE, |b| {
+        b.extend_from_slice(b"P");
+        wire::build::put_cstr(b, name.as_bytes());
+    });
+}
+
+/// The Bind written at `start` of `out`, made to bind the shards' unnamed portal: a portal
+/// pgvia holds is never a named one on the shards, so the client's Close of it, or a Bind of
+/// its name again, never meets a leftover there. Returns the shards' portal name.
+pub(super) fn unname_bind(out: &mut BytesMut, start: usize) -> &'static str {
+    let bind = out.split_off(start);
+    let body = bind.get(5..).unwrap_or_default();
+    match body.iter().position(|&c| c == 0) {
+        Some(end) => wire::build::frame(out, fe::BIND, |b| {
+            b.extend_from_slice(&[0]);
+            b.extend_from_slice(&body[end + 1..]);
+        }),
+        None => out.extend_from_slice(&bind),
+    }
+    ""
 }
