@@ -167,7 +167,7 @@ impl ShardedSession<'_> {
                 self.declare(analysis, frame, text, &name, hold).await
             }
             route::StatementKind::Fetch => self.fetch(frame, text, &name).await,
-            route::StatementKind::CloseCursor => self.close(frame, statement.name()).await,
+            route::StatementKind::CloseCursor => self.close(analysis, frame, statement.name()).await,
             route::StatementKind::Copy { direction: route::CopyDirection::To, stdio: true } => {
                 self.copy_to(analysis, text).await
             }
@@ -314,7 +314,12 @@ impl ShardedSession<'_> {
         Ok(true)
     }
 
-    async fn close(&mut self, frame: &Bytes, name: Option<&str>) -> Result<bool, SessionError> {
+    async fn close(
+        &mut self,
+        analysis: &route::Analysis,
+        frame: &Bytes,
+        name: Option<&str>,
+    ) -> Result<bool, SessionError> {
         let shards: ShardSet = match name {
             Some(name) => match self.cursors.remove(name).map(|c| c.place) {
                 None => {
@@ -340,6 +345,8 @@ impl ShardedSession<'_> {
             self.ready();
             return Ok(true);
         }
+        // A WITH HOLD cursor's shard server is let go once no such cursor is left there.
+        self.observe(shards, analysis, super::Via::Query);
         self.exchange(shards, Payload::Same(frame), Combine::Concat, &[], false).await?;
         Ok(true)
     }
