@@ -445,3 +445,49 @@ async fn portals_over_several_shards_run_in_parts_message_for_message() {
     }
     assert_eq!(got.len(), want.len());
 }
+
+/// Rows held by pgvia (a cursor, a COPY, a portal run in parts over several shards) are
+/// bounded by `limits.merge_memory_budget`: past it the statement is refused with 53200,
+/// never answered in part; within it, the same statements answer as one PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_held_past_the_merge_budget_are_refused_not_cut() {
+    let c = shards::start("CREATE TABLE wide (id bigint PRIMARY KEY, pad text NOT NULL);");
+    let toml = shards::config_with(&c, &["wide"], |b| b.limits("merge_memory_budget = 65536"));
+    let proxy = common::TestProxy::start_toml(&toml).await;
+    let mut through = proxy.connect(USER, PASSWORD, DB).await;
+    let reference = common::connect(&direct_conninfo(&c.reference, USER, PASSWORD, DB)).await.unwrap();
+    let fill = "INSERT INTO wide SELECT i, repeat(md5(i::text), 32) FROM generate_series(1, 300) i";
+    // Through pgvia one shard at a time (its INSERT ... SELECT has no rows to place by key).
+    for id in 1..=300 {
+        let one = format!("INSERT INTO wide (id, pad) VALUES ({id}, repeat(md5('{id}'), 32))");
+        through.simple_query(&one).await.unwrap();
+    }
+    reference.simple_query(fill).await.unwrap();
+    let code = |e: tokio_postgres::Error| common::sqlstate(&e).unwrap_or_else(|| e.to_string());
+    let big = "SELECT id, pad FROM wide ORDER BY id DESC";
+    through.simple_query("BEGIN").await.unwrap();
+    let e = through.simple_query(&format!("DECLARE w CURSOR FOR {big}")).await.unwrap_err();
+    assert_eq!(code(e), "53200");
+    through.simple_query("ROLLBACK").await.unwrap();
+    let via = proxy.conninfo(USER, PASSWORD, DB);
+    let out = psql(&c.reference, &via, &["-c", &format!("COPY ({big}) TO STDOUT")], None).await;
+    assert!(!out.status.success() && text(&out.stderr).contains("merge_memory_budget"), "{out:?}");
+    let tx = through.transaction().await.unwrap();
+    let stmt = tx.prepare(big).await.unwrap();
+    let portal = tx.bind(&stmt, &[]).await.unwrap();
+    assert_eq!(tx.query_portal(&portal, 10).await.map(|r| r.len()).map_err(code), Err("53200".to_owned()));
+    tx.rollback().await.unwrap();
+    // Narrowed, it fits and is one PostgreSQL's answer.
+    same(
+        &through,
+        &reference,
+        &[
+            "BEGIN",
+            "DECLARE n SCROLL CURSOR FOR SELECT id, pad FROM wide ORDER BY id DESC LIMIT 20",
+            "FETCH 5 FROM n",
+            "FETCH LAST FROM n",
+            "ROLLBACK",
+        ],
+    )
+    .await;
+}

@@ -504,7 +504,7 @@ impl ShardedSession<'_> {
         self.note_outcome(targets, false, &outcome);
         if outcome.overflowed {
             return Err(error_frame(
-                SqlState::FEATURE_NOT_SUPPORTED.code(),
+                SqlState::OUT_OF_MEMORY.code(),
                 &format!(
                     "a result over several shards held by pgvia (a cursor or COPY) is larger than limits.merge_memory_budget ({limit} bytes): narrow the query or raise the limit"
                 ),

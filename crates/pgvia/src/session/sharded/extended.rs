@@ -343,7 +343,7 @@ impl ShardedSession<'_> {
                             })
                             .collect();
                         let in_tx = matches!(self.tx, Tx::Open { .. });
-                        holding = super::portals::holding(b.portal, &frames[at + 1..], in_tx);
+                        holding = super::portals::holding(b.portal, at, &frames[at + 1..], in_tx);
                         match self.plan_merge(&sql, set, !described && holding.is_none()).await {
                             Ok(Some((rewritten, mut m))) => {
                                 if let Err(e) = m.bind_params(&bind_values) {

@@ -23,6 +23,9 @@ pub(super) struct HeldPortal {
     description: Bytes,
     rows: Vec<Bytes>,
     next: usize,
+    /// Its rows could not be held (past the budget): its first Execute fails with this, as
+    /// PostgreSQL fails a portal at its Execute.
+    error: Option<Bytes>,
 }
 
 /// A Bind in this batch whose portal pgvia holds: the portal's name, whether the client
@@ -31,11 +34,14 @@ pub(super) struct Holding {
     pub name: String,
     pub described: bool,
     pub limit: Option<i32>,
+    /// The batch is the Bind alone (and its Sync), whose reply pgvia can write itself.
+    pub bind_alone: bool,
 }
 
 /// Whether a Bind of `portal` over several shards is run in parts: not executed whole in
 /// `rest` (the batch's messages after it).
-pub(super) fn holding(portal: &str, rest: &[Bytes], in_transaction: bool) -> Option<Holding> {
+pub(super) fn holding(portal: &str, at: usize, rest: &[Bytes], in_transaction: bool) -> Option<Holding> {
+    let bind_alone = at == 0 && rest.len() == 1;
     let mut described = false;
     let mut limit = None;
     for f in rest {
@@ -53,12 +59,21 @@ pub(super) fn holding(portal: &str, rest: &[Bytes], in_transaction: bool) -> Opt
             _ => {}
         }
     }
-    (limit.is_some() || in_transaction).then(|| Holding { name: portal.to_owned(), described, limit })
+    (limit.is_some() || in_transaction).then(|| Holding {
+        name: portal.to_owned(),
+        described,
+        limit,
+        bind_alone,
+    })
 }
 
 impl HeldPortal {
     /// PostgreSQL's reply to `Execute` with `max_rows` (0 for all).
-    fn execute(&mut self, max_rows: i32, out: &mut BytesMut) {
+    fn execute(&mut self, max_rows: i32, out: &mut BytesMut) -> bool {
+        if let Some(error) = self.error.take() {
+            out.extend_from_slice(&error);
+            return false;
+        }
         let left = self.rows.len() - self.next;
         let n = if max_rows <= 0 { left } else { left.min(max_rows as usize) };
         for row in &self.rows[self.next..self.next + n] {
@@ -72,6 +87,7 @@ impl HeldPortal {
         } else {
             wire::build::command_complete(out, &format!("SELECT {n}"));
         }
+        true
     }
 }
 
@@ -116,11 +132,25 @@ impl ShardedSession<'_> {
         for f in frames {
             match FrontendMessage::parse_body(f[0], &f[5..]) {
                 Ok(FrontendMessage::Execute { portal, max_rows }) => {
-                    if let Some(p) = self.held_portals.get_mut(portal) {
-                        p.execute(max_rows, &mut self.to_client);
+                    let ran = self
+                        .held_portals
+                        .get_mut(portal)
+                        .is_none_or(|p| p.execute(max_rows, &mut self.to_client));
+                    if !ran {
+                        // As PostgreSQL, the rest of the batch is skipped up to its Sync.
+                        self.held_portals.remove(portal);
+                        self.after_error();
+                        return true;
                     }
                 }
                 Ok(FrontendMessage::Describe { name, .. }) => {
+                    // A portal whose rows could not be held has no columns to tell: its error.
+                    if let Some(error) = self.held_portals.get(name).and_then(|p| p.error.clone()) {
+                        self.held_portals.remove(name);
+                        self.to_client.extend_from_slice(&error);
+                        self.after_error();
+                        return true;
+                    }
                     if let Some(p) = self.held_portals.get(name) {
                         self.to_client.extend_from_slice(&p.description);
                     }
@@ -176,18 +206,26 @@ impl ShardedSession<'_> {
                 return Ok(());
             }
         };
+        // A Bind alone in its batch that the shards accepted: an error of its run (or the
+        // budget's) is its first Execute's, as on PostgreSQL, which runs a portal there.
+        let deferred = holding.bind_alone && matches!(self.tx, Tx::Open { failed: false, .. });
+        let mut held = HeldPortal { description: Bytes::new(), rows: Vec::new(), next: 0, error: None };
         if outcome.overflowed {
             let message = format!(
                 "a portal over several shards run in parts holds its rows in pgvia, and they are larger than limits.merge_memory_budget ({limit} bytes): fetch it whole or narrow the query"
             );
-            self.to_client.extend_from_slice(&super::doors::error_frame("0A000", &message));
-            outcome.failed = true;
-            self.finish_exchange(targets, false, false, &outcome).await;
-            return Ok(());
+            held.error = Some(super::doors::error_frame("53200", &message));
+            if !deferred {
+                self.to_client.extend_from_slice(held.error.as_ref().map_or(&[][..], |e| &e[..]));
+                outcome.failed = true;
+                self.finish_exchange(targets, false, false, &outcome).await;
+                return Ok(());
+            }
+            wire::build::frame(&mut self.to_client, tag::BIND_COMPLETE, |_| {});
         }
-        let mut held = HeldPortal { description: Bytes::new(), rows: Vec::new(), next: 0 };
         let mut at = 0;
         let mut in_rows = false;
+        let mut bound = false;
         while at + 5 <= reply.len() {
             let len =
                 u32::from_be_bytes([reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4]]) as usize;
@@ -208,8 +246,16 @@ impl ShardedSession<'_> {
                 }
                 // The portal's own completion: its rows are all in.
                 tag::COMMAND_COMPLETE if in_rows => in_rows = false,
-                _ => self.to_client.extend_from_slice(&frame),
+                tag::ERROR_RESPONSE if deferred && bound => held.error = Some(frame),
+                t => {
+                    bound |= t == tag::BIND_COMPLETE;
+                    self.to_client.extend_from_slice(&frame);
+                }
             }
+        }
+        if held.error.is_some() {
+            // The client's transaction fails at that Execute, not before.
+            outcome.failed = false;
         }
         if !outcome.failed {
             if let Some(max_rows) = holding.limit {
