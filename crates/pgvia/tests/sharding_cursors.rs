@@ -386,6 +386,15 @@ async fn the_extended_protocol_refuses_what_it_cannot_answer_exactly() {
     }
     assert!(answers[1].iter().any(|c| c.len() == 7));
     assert_eq!(answers[0], answers[1]);
+    // Plain rows (no order to keep) bound, then run whole later: streamed from the shards,
+    // every row once.
+    let tx = through.transaction().await.unwrap();
+    let stmt = tx.prepare("SELECT id FROM items WHERE grp = 1").await.unwrap();
+    let portal = tx.bind(&stmt, &[]).await.unwrap();
+    let mut ids: Vec<i64> = tx.query_portal(&portal, 0).await.unwrap().iter().map(|r| r.get(0)).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=60).filter(|i| i % 4 == 1).collect::<Vec<i64>>());
+    tx.rollback().await.unwrap();
 }
 
 /// The extended protocol message for message: Execute with a row limit over several shards

@@ -367,6 +367,8 @@ impl ShardedSession<'_> {
                                 shard_sql = Bytes::from(rewritten.into_bytes());
                                 describe = !described;
                             }
+                            // Plain rows run whole later stream from the shards as they are.
+                            Ok(None) if holding.as_ref().is_some_and(|h| h.limit.is_none()) => holding = None,
                             Ok(None) => {}
                             Err((code, message)) => {
                                 self.refuse(&code, &message);
