@@ -11,6 +11,7 @@
 pub mod cli;
 pub mod copy;
 mod copy_text;
+pub mod doors;
 mod fanouts;
 pub mod key_move;
 mod keys;
@@ -300,7 +301,7 @@ fn statement(
             | StatementKind::Merge { .. }
             // Its rows land where its table is: every shard for an omnisharded one.
             | StatementKind::Copy { direction: CopyDirection::From, .. }
-    );
+    ) || reads_rows(stmt);
     if !data {
         let mut route = utility(stmt, route, all);
         if let Some(n) = nested {
@@ -379,6 +380,17 @@ fn statement(
         with_nested(&mut route, n)?;
     }
     Ok(route)
+}
+
+/// `DECLARE ... CURSOR FOR SELECT` and `COPY (SELECT ...) TO` / `COPY table TO` read rows as
+/// the query inside them does: they go where its rows are, not to every shard (the session
+/// merges them when that is several, `session/sharded/doors.rs`).
+fn reads_rows(stmt: &Statement<'_>) -> bool {
+    match stmt.kind() {
+        StatementKind::DeclareCursor { .. } => matches!(stmt.target(), Some(StatementKind::Select { .. })),
+        StatementKind::Copy { direction: CopyDirection::To, .. } => !stmt.writes(),
+        _ => false,
+    }
 }
 
 /// Writes inside the statement (a data-modifying `WITH` query at any depth, a subquery, the

@@ -191,13 +191,23 @@ impl ShardedSession<'_> {
         if self.errored {
             return Ok(());
         }
+        let mut cursors_at = None;
         if let Tx::Open { savepoints, .. } = &mut self.tx {
             match (kind, known) {
                 (StatementKind::Savepoint, _) => savepoints.push((name, frame)),
-                (StatementKind::Release, Some(i)) => savepoints.truncate(i),
-                (_, Some(i)) => savepoints.truncate(i + 1),
+                (StatementKind::Release, Some(i)) => {
+                    savepoints.truncate(i);
+                    cursors_at = Some((i, false));
+                }
+                (_, Some(i)) => {
+                    savepoints.truncate(i + 1);
+                    cursors_at = Some((i + 1, true));
+                }
                 _ => {}
             }
+        }
+        if let Some((depth, rolled_back)) = cursors_at {
+            self.cursors_at_savepoint(depth, rolled_back);
         }
         Ok(())
     }
@@ -214,6 +224,7 @@ impl ShardedSession<'_> {
             }
             Tx::Open { participants, writers, failed, .. } => (participants, writers, failed),
         };
+        self.cursors_at_end(!failed);
         if failed {
             self.rollback_held(participants).await;
             wire::build::command_complete(&mut self.to_client, "ROLLBACK");
@@ -277,7 +288,10 @@ impl ShardedSession<'_> {
             Tx::Idle => {
                 self.warn_no_transaction();
             }
-            Tx::Open { participants, .. } => self.rollback_held(participants).await,
+            Tx::Open { participants, .. } => {
+                self.cursors_at_end(false);
+                self.rollback_held(participants).await
+            }
         }
         wire::build::command_complete(&mut self.to_client, "ROLLBACK");
         self.ready();

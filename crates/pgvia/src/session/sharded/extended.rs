@@ -173,7 +173,7 @@ impl ShardedSession<'_> {
                 }
             }
         }
-        if self.refused_in_failed_transaction() {
+        if self.refused_in_failed_transaction() || self.held_portal_batch(&frames) {
             return Ok(());
         }
         let executes = frames.iter().filter(|f| f[0] == fe::EXECUTE).count();
@@ -196,6 +196,8 @@ impl ShardedSession<'_> {
         // when it goes to one shard and no Bind is rewritten.
         let mut keepable = self.registrar.is_some();
         let mut note = ServerNote::Nothing;
+        let mut holding: Option<super::portals::Holding> = None;
+        let mut holding_run = false;
         // `pending`: the batch's Parses, the client's names once the servers accept them
         // (`names.rs`).
         for (at, frame) in frames.iter().enumerate() {
@@ -291,6 +293,17 @@ impl ShardedSession<'_> {
                             return Ok(());
                         }
                     };
+                    match super::doors::extended_door(&analysis, &sql, set, &self.rules) {
+                        Some(super::doors::ExtendedDoor::Refuse(why)) => {
+                            return self
+                                .refuse_at(&frames, at, super::doors::error_frame("0A000", &why))
+                                .await;
+                        }
+                        Some(super::doors::ExtendedDoor::Copy(copy)) => {
+                            return self.copy_to_batch(&frames, at, copy, set).await;
+                        }
+                        None => {}
+                    }
                     if analysis.statements().any(|s| is_control(s.kind())) {
                         self.refuse(
                             SqlState::FEATURE_NOT_SUPPORTED.code(),
@@ -357,7 +370,9 @@ impl ShardedSession<'_> {
                                 (*v, f == 1)
                             })
                             .collect();
-                        match self.plan_merge(&sql, set, !described).await {
+                        let in_tx = matches!(self.tx, Tx::Open { .. });
+                        holding = super::portals::holding(b.portal, at, &frames[at + 1..], in_tx);
+                        match self.plan_merge(&sql, set, !described && holding.is_none()).await {
                             Ok(Some((rewritten, mut m))) => {
                                 if let Err(e) = m.bind_params(&bind_values) {
                                     self.refuse(e.sqlstate(), &e.to_string());
@@ -380,12 +395,16 @@ impl ShardedSession<'_> {
                                 shard_sql = Bytes::from(rewritten.into_bytes());
                                 describe = !described;
                             }
+                            // Plain rows run whole later stream from the shards as they are.
+                            Ok(None) if holding.as_ref().is_some_and(|h| h.limit.is_none()) => holding = None,
                             Ok(None) => {}
                             Err((code, message)) => {
                                 self.refuse(&code, &message);
                                 return Ok(());
                             }
                         }
+                        // A portal run in parts is held by pgvia, which needs its columns.
+                        describe |= holding.is_some() && !described;
                     }
                     match kept_stmt {
                         Some(k) if merge.is_none() && one_format.is_none() && !describe => {
@@ -396,13 +415,15 @@ impl ShardedSession<'_> {
                     }
                     parse_frame(&mut payload, &shard_sql, &types);
                     parse_drops.push(true);
+                    let start = payload.len();
                     bind_unnamed_formats(&mut payload, frame, one_format);
+                    let shard_portal = match holding {
+                        Some(_) => super::portals::unname_bind(&mut payload, start),
+                        None => b.portal,
+                    };
                     if describe {
                         // The merge needs the shards' columns; the client did not ask for them.
-                        wire::build::frame(&mut payload, fe::DESCRIBE, |m| {
-                            m.put_u8(b'P');
-                            wire::build::put_cstr(m, b.portal.as_bytes());
-                        });
+                        super::portals::describe(&mut payload, shard_portal);
                     }
                 }
                 FrontendMessage::Describe { target: Which::Statement, name } => {
@@ -438,6 +459,14 @@ impl ShardedSession<'_> {
                     if let Some(set) = self.portals.get(name) {
                         needed = needed.union(*set);
                     }
+                    if holding.as_ref().is_some_and(|h| h.name == name) {
+                        match frame[0] {
+                            fe::EXECUTE => super::portals::execute_whole(&mut payload),
+                            _ => super::portals::describe(&mut payload, ""),
+                        }
+                        holding_run |= frame[0] == fe::EXECUTE;
+                        continue;
+                    }
                     if let FrontendMessage::Execute { max_rows, .. } = message {
                         let shards = self.portals.get(name).map_or(1, |s| s.len());
                         if max_rows > 0 && shards > 1 {
@@ -465,6 +494,10 @@ impl ShardedSession<'_> {
                     kept.bytes.extend_from_slice(frame);
                 }
                 FrontendMessage::Sync | FrontendMessage::Flush => {
+                    if holding.is_some() && !holding_run && frame[0] == fe::SYNC {
+                        super::portals::execute_whole(&mut payload);
+                        holding_run = true;
+                    }
                     payload.extend_from_slice(frame);
                     kept.bytes.extend_from_slice(frame);
                 }
@@ -497,6 +530,8 @@ impl ShardedSession<'_> {
         self.parses_answered = 0;
         if copy_from {
             self.copy_in_whole(&payload, &parse_drops, targets, combine, true).await?;
+        } else if let Some(h) = holding {
+            self.run_holding(targets, &payload, &parse_drops, combine, h).await?;
         } else if keepable && targets.len() == 1 && matches!(combine, Combine::Concat | Combine::Replicated) {
             self.exchange(targets, super::io::Payload::Kept(&kept), combine, &[], writes).await?;
         } else {
@@ -507,6 +542,7 @@ impl ShardedSession<'_> {
         // Portals end with their transaction.
         if matches!(self.tx, Tx::Idle) {
             self.portals.clear();
+            self.held_portals.clear();
         }
         Ok(())
     }

@@ -15,6 +15,7 @@
 mod by_name;
 mod control;
 mod copy;
+mod doors;
 mod extended;
 mod fanout;
 mod hand_over;
@@ -23,6 +24,7 @@ mod io;
 mod kept;
 mod key_move;
 mod names;
+mod portals;
 mod subquery;
 pub mod two_phase;
 pub mod unique_id;
@@ -113,6 +115,10 @@ pub struct ShardedSession<'a> {
     registrar: Option<crate::prepared::ClientStatements>,
     /// What the next query sent does to the statements its servers hold.
     note: kept::ServerNote,
+    /// The client's SQL cursors (`doors.rs`).
+    cursors: std::collections::HashMap<String, doors::Cursor>,
+    /// Portals over several shards run in parts, their rows held (`portals.rs`).
+    held_portals: portals::HeldPortals,
     /// Which shards hold each portal the client bound.
     portals: by_name::ByName<ShardSet>,
     /// Reused by every extended-protocol batch.
@@ -209,6 +215,8 @@ impl<'a> ShardedSession<'a> {
             note: kept::ServerNote::Nothing,
             statements: Default::default(),
             portals: Default::default(),
+            cursors: Default::default(),
+            held_portals: Default::default(),
             buffers: Default::default(),
             hint_shard: None,
             hint_key: None,
@@ -256,6 +264,7 @@ impl<'a> ShardedSession<'a> {
                     // becomes of the query (PostgreSQL drops them before it parses the text).
                     self.statements.remove("");
                     self.portals.remove("");
+                    self.held_portals.remove("");
                     self.simple(frame).await?
                 }
                 Unit::Batch(frames) => self.batch(frames).await?,
@@ -412,7 +421,7 @@ impl<'a> ShardedSession<'a> {
         if analysis.len() > 1 && !analysis.is_conservative() && !self.quiet {
             return self.simple_multi(sql, &analysis).await;
         }
-        if self.control(&analysis, &frame).await? {
+        if self.control(&analysis, &frame).await? || self.door(&analysis, &frame).await? {
             return Ok(());
         }
         if let Some(error) = crate::server::forward::reserved_name_error(&analysis) {
@@ -510,6 +519,15 @@ impl<'a> ShardedSession<'a> {
             .any(|s| matches!(s.kind(), route::StatementKind::Set { .. } | route::StatementKind::Reset));
         self.observe(targets, &analysis, Via::Query);
         self.exchange(targets, io::Payload::Same(&frame), combine, &[], writes).await?;
+        if !self.errored
+            && analysis
+                .statements()
+                .any(|s| s.kind() == route::StatementKind::Discard(route::DiscardTarget::All))
+        {
+            // The shards closed their cursors; pgvia's held ones go too.
+            self.cursors.clear();
+            self.held_portals.clear();
+        }
         if settings {
             self.learn_settings(targets).await?;
         }
