@@ -222,7 +222,9 @@ impl ShardedSession<'_> {
             return Ok(true);
         };
         if targets.len() == 1 {
-            if let Err((code, message)) = self.check_one_shard(declare.query.as_bytes()) {
+            let query = declare.query.as_bytes();
+            let inner = self.app.analyzer.analyze_bytes(query, &[]);
+            if let Err((code, message)) = self.check_placement(&inner, query, 1) {
                 self.refuse(code, &message);
                 return Ok(true);
             }

@@ -701,6 +701,11 @@ impl<'a> ShardedSession<'a> {
         sql: &[u8],
         shards: usize,
     ) -> Result<(), (&'static str, String)> {
+        let session = self.hints();
+        if session.shard.is_some() || session.sharding_key.is_some() {
+            // `SET pgvia.shard` / `pgvia.sharding_key`: the client named the shard.
+            return Ok(());
+        }
         sharding::prove_placement(&self.rules, analysis, sql, shards)
             .map_err(|e| (e.sqlstate(), e.to_string()))
     }
