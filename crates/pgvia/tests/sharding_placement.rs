@@ -263,6 +263,19 @@ async fn joins_are_answered_only_when_placement_proves_them() {
     let e = s.through.simple_query(REFUSED[0]).await.unwrap_err();
     let message = e.as_db_error().map(|d| d.message().to_owned()).unwrap_or_default();
     assert!(message.contains("join"), "{message}");
+    // A hint names the shard: the statement runs there as written and answers that shard's
+    // rows (the way out every refusal names), by comment and by setting, in both protocols.
+    let shard = common::connect(&common::direct_conninfo(&s._c.shards[1], USER, PASSWORD, DB)).await.unwrap();
+    for protocol in [Protocol::Simple, Protocol::Extended] {
+        let hinted = format!("/* pgvia_shard: 1 */ {}", REFUSED[0]);
+        let want = run(&shard, protocol, &hinted).await.unwrap();
+        assert_eq!(run(&s.through, protocol, &hinted).await, Ok(want), "{hinted} ({protocol:?})");
+        let want = run(&shard, protocol, REFUSED[0]).await.unwrap();
+        s.through.simple_query("SET pgvia.shard = 1").await.unwrap();
+        assert_eq!(run(&s.through, protocol, REFUSED[0]).await, Ok(want), "SET pgvia.shard ({protocol:?})");
+        s.through.simple_query("RESET pgvia.shard").await.unwrap();
+        assert_eq!(run(&s.through, protocol, REFUSED[0]).await.map(|_| ()), Err("0A000".to_owned()));
+    }
     s.proxy.assert_no_leaks().await;
 }
 
