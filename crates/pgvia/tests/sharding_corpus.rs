@@ -133,6 +133,11 @@ async fn differential_corpus_matches_the_reference() {
         }
     }
     let generated = std::mem::take(&mut runner.tally);
+    let ref_driver = common::connect(&direct_conninfo(&c.reference, USER, PASSWORD, DB)).await.unwrap();
+    corpus_support::copy::run(&mut runner, &via, &ref_driver).await;
+    let copies = std::mem::take(&mut runner.tally);
+    let copies_report = copies.report("COPY FROM STDIN");
+    println!("{copies_report}");
     let generated_report = generated.report(&format!("generated corpus (seed {seed}, {ran} statements)"));
     println!("{generated_report}");
     save_regressions(&found, seed);
@@ -141,11 +146,11 @@ async fn differential_corpus_matches_the_reference() {
     // The session must still answer after all that.
     let check = runner.via.run(Protocol::Simple, "SELECT count(*) FROM products", &[]).await;
     assert!(matches!(check.first(), Some(Outcome::Answer { .. })), "pgvia after the corpus: {check:?}");
-    let wrong = fixed.wrong.len() + generated.wrong.len();
-    let diffs = fixed.table_diffs.len() + generated.table_diffs.len();
+    let wrong = fixed.wrong.len() + generated.wrong.len() + copies.wrong.len();
+    let diffs = fixed.table_diffs.len() + generated.table_diffs.len() + copies.table_diffs.len();
     assert!(
         wrong == 0 && diffs == 0,
-        "{wrong} wrong answers and {diffs} table differences:\n{fixed_report}\n{generated_report}"
+        "{wrong} wrong answers and {diffs} table differences:\n{fixed_report}\n{generated_report}\n{copies_report}"
     );
     proxy.stop().await;
 }

@@ -83,6 +83,7 @@ pub fn kind(sql: &str) -> Kind {
     let upper = sql.trim_start().to_ascii_uppercase();
     let first = upper.split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or("");
     match first {
+        "COPY" if !upper.contains(" FROM STDIN") => Kind::Read,
         "INSERT" | "UPDATE" | "DELETE" | "MERGE" | "TRUNCATE" | "COPY" => Kind::Write,
         "BEGIN" | "START" | "COMMIT" | "END" | "ROLLBACK" | "SAVEPOINT" | "RELEASE" | "ABORT" => {
             Kind::Control

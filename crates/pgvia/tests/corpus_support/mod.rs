@@ -2,6 +2,7 @@
 //! protocol, judge the pair (identical, refused, wrong), compare the tables a write touched
 //! shard by shard with the reference, and count it all.
 
+pub mod copy;
 pub mod data;
 pub mod gen;
 pub mod items;

@@ -197,6 +197,8 @@ impl Wire {
                     rows.clear();
                 }
                 b'D' => rows.push(data_row(&msg)),
+                // COPY ... TO STDOUT: each CopyData is one row of one raw cell.
+                b'd' => rows.push(vec![Some(msg.body.to_vec())]),
                 b'C' => tag = cstr(&msg.body),
                 b'I' => tag = "EMPTY".into(),
                 b'E' => {
