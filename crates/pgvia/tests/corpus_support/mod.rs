@@ -69,15 +69,16 @@ impl Tally {
             self.writes_compared,
             self.table_diffs.len()
         );
-        let _ = writeln!(s, "refusals per construct (simple/extended/prepared):");
+        let _ = writeln!(s, "refusals per construct (simple/extended/prepared/portal):");
         for (construct, by) in &self.refusals {
             let n = |p| by.get(&p).copied().unwrap_or(0);
             let _ = writeln!(
                 s,
-                "  {construct}: {}/{}/{}",
+                "  {construct}: {}/{}/{}/{}",
                 n(Protocol::Simple),
                 n(Protocol::Extended),
-                n(Protocol::Prepared)
+                n(Protocol::Prepared),
+                n(Protocol::Portal)
             );
         }
         for w in &self.wrong {

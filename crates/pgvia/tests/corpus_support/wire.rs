@@ -17,6 +17,9 @@ pub enum Protocol {
     Simple,
     Extended,
     Prepared,
+    /// Extended, fetched two rows at a time from the portal (Execute with a row limit, as
+    /// drivers with a fetch size do), for the items whose order is fixed.
+    Portal,
 }
 
 impl Protocol {
@@ -27,6 +30,7 @@ impl Protocol {
             Protocol::Simple => "simple",
             Protocol::Extended => "extended",
             Protocol::Prepared => "prepared",
+            Protocol::Portal => "portal",
         }
     }
 }
@@ -129,6 +133,20 @@ impl Wire {
                 self.conn.send(&out).await;
                 vec![self.collect().await]
             }
+            Protocol::Portal => {
+                // Three suspended fetches, then the rest; the same messages go to both sides,
+                // so what PostgreSQL does with a portal run to its end is compared too.
+                let mut out = raw::parse("", sql);
+                out.extend(bind_binary("", "", &[]));
+                out.extend(raw::describe_portal(""));
+                for _ in 0..3 {
+                    out.extend(raw::execute("", 2));
+                }
+                out.extend(raw::execute("", 0));
+                out.extend(raw::sync());
+                self.conn.send(&out).await;
+                vec![self.collect().await]
+            }
             Protocol::Prepared => {
                 self.named += 1;
                 let name = format!("corpus_{}", self.named);
@@ -199,7 +217,9 @@ impl Wire {
                 b'D' => rows.push(data_row(&msg)),
                 // COPY ... TO STDOUT: each CopyData is one row of one raw cell.
                 b'd' => rows.push(vec![Some(msg.body.to_vec())]),
-                b'C' => tag = cstr(&msg.body),
+                b'C' if tag.is_empty() => tag = cstr(&msg.body),
+                b'C' => tag = format!("{tag}; {}", cstr(&msg.body)),
+                b's' => tag.push_str("(suspended) "),
                 b'I' => tag = "EMPTY".into(),
                 b'E' => {
                     let f = msg.fields();
