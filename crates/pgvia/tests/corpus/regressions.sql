@@ -149,3 +149,19 @@ SELECT i.price, p.category FROM order_items i FULL JOIN products p ON p.product_
 ## regression: generated: RIGHT JOIN on omnisharded
 -- generated: RIGHT JOIN on omnisharded: command tags differ; found by PGVIA_CORPUS_SEED=3 (generated #1123)
 SELECT i.line, i.qty, p.product_id, p.price FROM order_items i RIGHT JOIN products p ON p.product_id = i.product_id WHERE NOT (p.price = 33.7)
+
+## regression: generated: RIGHT JOIN on non-co-located, grouped
+-- generated: RIGHT JOIN on non-co-located, grouped: command tags differ; found by PGVIA_CORPUS_SEED=34 (generated #18)
+SELECT c.name, count(*) FROM customers c RIGHT JOIN accounts a ON a.customer_id = c.customer_id GROUP BY c.name ORDER BY 1 -- ordered
+
+## regression: generated: FULL JOIN on non-co-located
+-- generated: FULL JOIN on non-co-located: rows differ (as multisets); found by PGVIA_CORPUS_SEED=34 (generated #324)
+SELECT c.customer_id, e.at, e.customer_id FROM customers c FULL JOIN events e ON e.customer_id = c.customer_id WHERE NOT (e.id = '95ff58a1-3081-4051-8b60-000000000051')
+
+## regression: generated: FULL JOIN on non-key column, grouped
+-- generated: FULL JOIN on non-key column, grouped: command tags differ; found by PGVIA_CORPUS_SEED=34 (generated #805)
+SELECT o.total, count(*) FROM orders o FULL JOIN order_items i ON i.order_id = o.order_id WHERE NOT (i.line = 24) GROUP BY o.total ORDER BY 1 -- ordered
+
+## regression: generated: RIGHT JOIN on omnisharded
+-- generated: RIGHT JOIN on omnisharded: rows differ (in order); found by PGVIA_CORPUS_SEED=34 (generated #916)
+SELECT i.qty, p.stock, p.price FROM order_items i RIGHT JOIN products p ON p.product_id = i.product_id ORDER BY 1 NULLS FIRST, 2, 3 NULLS FIRST LIMIT 8 -- ordered
