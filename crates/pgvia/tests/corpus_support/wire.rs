@@ -84,7 +84,7 @@ fn show_row(r: &[Option<Vec<u8>>], columns: &[(String, u32, i32, i16)]) -> Strin
         .map(|(i, c)| match c {
             None => "NULL".to_owned(),
             Some(b) if columns.get(i).is_some_and(|c| c.3 == 1) => format!("0x{}", hex(b)),
-            Some(b) => String::from_utf8_lossy(b).into_owned(),
+            Some(b) => String::from_utf8_lossy(b).replace('\n', "\\n").replace('\t', "\\t"),
         })
         .collect();
     format!("({})", cells.join(","))
