@@ -25,16 +25,10 @@ use corpus_support::items::{self, Item, Kind};
 use corpus_support::wire::{Outcome, Protocol, Wire};
 use corpus_support::{data, Runner, TABLES};
 
-/// The corpus's sharded tables: key column and type. `customers`, `orders` and
-/// `order_items` share a key type and function (co-located); `accounts` (text) and `events`
-/// (uuid) are each alone; `products` is listed nowhere, so it is on every shard.
-const KEYS: [(&str, &str, &str); 5] = [
-    ("customers", "customer_id", "bigint"),
-    ("orders", "customer_id", "bigint"),
-    ("order_items", "customer_id", "bigint"),
-    ("accounts", "email", "text"),
-    ("events", "id", "uuid"),
-];
+/// `customers`, `orders` and `order_items` share a key type and function (co-located);
+/// `accounts` (text) and `events` (uuid) are each alone; `products` is listed nowhere, so it
+/// is on every shard.
+use corpus_support::KEYS;
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
@@ -62,6 +56,7 @@ async fn differential_corpus_matches_the_reference() {
     let started = Instant::now();
     let schema = std::fs::read_to_string(corpus_dir().join("schema.sql")).unwrap();
     let c = shards::start(&schema);
+    c.reference.psql(DB, &corpus_support::placement_tables()).expect("placement tables");
     let proxy = TestProxy::start_toml(&config(&c)).await;
     let via = proxy.connect(USER, PASSWORD, DB).await;
     let direct_ref = common::connect(&direct_conninfo(&c.reference, USER, PASSWORD, DB)).await.unwrap();

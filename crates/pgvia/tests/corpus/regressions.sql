@@ -165,3 +165,7 @@ SELECT o.total, count(*) FROM orders o FULL JOIN order_items i ON i.order_id = o
 ## regression: generated: RIGHT JOIN on omnisharded
 -- generated: RIGHT JOIN on omnisharded: rows differ (in order); found by PGVIA_CORPUS_SEED=34 (generated #916)
 SELECT i.qty, p.stock, p.price FROM order_items i RIGHT JOIN products p ON p.product_id = i.product_id ORDER BY 1 NULLS FIRST, 2, 3 NULLS FIRST LIMIT 8 -- ordered
+
+## regression: generated: RIGHT JOIN on non-co-located
+-- generated: RIGHT JOIN on non-co-located: command tags differ; found by PGVIA_CORPUS_SEED=7 (generated #35)
+SELECT c.customer_id, c.name, e.customer_id, e.id FROM customers c RIGHT JOIN events e ON e.customer_id = c.customer_id WHERE NOT (c.city = 'M')

@@ -273,8 +273,74 @@ impl Runner {
             got.extend(sorted_text(s, &sql).await);
         }
         got.sort();
-        (got != want).then(|| format!("{table} over the shards: {}", diff(&got, &want)))
+        if got != want {
+            return Some(format!("{table} over the shards: {}", diff(&got, &want)));
+        }
+        self.misplaced(table).await
     }
+
+    /// Rows of sharded `table` on a shard other than the one PostgreSQL's own hash
+    /// partitioning (four ways, on the reference) puts their key in; `None` when all are home.
+    async fn misplaced(&self, table: &str) -> Option<String> {
+        let (key, ty) = KEYS.iter().find(|k| k.0 == table).map(|k| (k.1, k.2))?;
+        let mut keys: Vec<String> = Vec::new();
+        let mut homes: Vec<i32> = Vec::new();
+        for (i, s) in self.direct_shards.iter().enumerate() {
+            for k in sorted_text(s, &format!("SELECT {key}::text FROM {table}")).await {
+                keys.push(k);
+                homes.push(i32::try_from(i).unwrap_or(0));
+            }
+        }
+        let place = format!("corpus_place_{ty}");
+        let sql = format!(
+            "WITH p AS (INSERT INTO {place} SELECT k::{ty}, s FROM unnest($1::text[], $2::int[]) u(k, s) \
+             RETURNING k::text, s, tableoid::regclass::text AS part) \
+             SELECT k, s, part FROM p WHERE part <> '{place}_' || s ORDER BY k LIMIT 5"
+        );
+        let rows =
+            self.direct_ref.query(&sql, &[&keys, &homes]).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        self.direct_ref.batch_execute(&format!("TRUNCATE {place}")).await.expect("empty the placement table");
+        if rows.is_empty() {
+            return None;
+        }
+        let wrong: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} on shard {}, belongs in {}",
+                    r.get::<_, String>(0),
+                    r.get::<_, i32>(1),
+                    r.get::<_, String>(2)
+                )
+            })
+            .collect();
+        Some(format!("{table} rows on the wrong shard: {wrong:?}"))
+    }
+}
+
+/// Sharded tables' key columns and types, for the placement check.
+pub const KEYS: [(&str, &str, &str); 5] = [
+    ("customers", "customer_id", "bigint"),
+    ("orders", "customer_id", "bigint"),
+    ("order_items", "customer_id", "bigint"),
+    ("accounts", "email", "text"),
+    ("events", "id", "uuid"),
+];
+
+/// The reference's partitioned tables the placement check asks (`PARTITION BY HASH`, modulus
+/// 4: what pgvia's hash sharding over four shards must match).
+pub fn placement_tables() -> String {
+    let mut sql = String::new();
+    for ty in ["bigint", "text", "uuid"] {
+        sql.push_str(&format!("CREATE TABLE corpus_place_{ty} (k {ty}, s int) PARTITION BY HASH (k);\n"));
+        for i in 0..4 {
+            sql.push_str(&format!(
+                "CREATE TABLE corpus_place_{ty}_{i} PARTITION OF corpus_place_{ty} FOR VALUES WITH (MODULUS 4, REMAINDER {i});\n"
+            ));
+        }
+    }
+    sql.push_str("GRANT ALL ON ALL TABLES IN SCHEMA public TO app;");
+    sql
 }
 
 impl Runner {
