@@ -169,3 +169,23 @@ SELECT i.qty, p.stock, p.price FROM order_items i RIGHT JOIN products p ON p.pro
 ## regression: generated: RIGHT JOIN on non-co-located
 -- generated: RIGHT JOIN on non-co-located: command tags differ; found by PGVIA_CORPUS_SEED=7 (generated #35)
 SELECT c.customer_id, c.name, e.customer_id, e.id FROM customers c RIGHT JOIN events e ON e.customer_id = c.customer_id WHERE NOT (c.city = 'M')
+
+## regression: generated: LEFT JOIN on non-co-located, grouped
+-- generated: LEFT JOIN on non-co-located, grouped: command tags differ; found by PGVIA_CORPUS_SEED=3434 (generated #425)
+SELECT c.tier, count(*) FROM customers c LEFT JOIN events e ON e.customer_id = c.customer_id WHERE e.id IN ('2f78861f-0cc5-4086-890c-000000000086', '413e0b7e-543c-4080-8b55-000000000080') GROUP BY c.tier ORDER BY 1 -- ordered
+
+## regression: generated: FULL JOIN on non-key column
+-- generated: FULL JOIN on non-key column: rows differ (as multisets); found by PGVIA_CORPUS_SEED=3434 (generated #1207)
+SELECT o.customer_id, o.order_id, i.customer_id FROM orders o FULL JOIN order_items i ON i.order_id = o.order_id WHERE NOT (i.price = 56.1)
+
+## regression: generated: LEFT JOIN on non-key column, grouped
+-- generated: LEFT JOIN on non-key column, grouped: command tags differ; found by PGVIA_CORPUS_SEED=3434 (generated #7031)
+SELECT o.customer_id, count(*) FROM orders o LEFT JOIN order_items i ON i.order_id = o.order_id WHERE NOT (i.product_id = 19) GROUP BY o.customer_id ORDER BY 1 -- ordered
+
+## regression: generated: LEFT JOIN on non-co-located
+-- generated: LEFT JOIN on non-co-located: rows differ (as multisets); found by PGVIA_CORPUS_SEED=3434 (generated #11287)
+SELECT c.customer_id, c.tier, e.customer_id FROM customers c LEFT JOIN events e ON e.customer_id = c.customer_id WHERE c.name < 'Lima'
+
+## regression: generated: LEFT JOIN on non-key column
+-- generated: LEFT JOIN on non-key column: rows differ (as multisets); found by PGVIA_CORPUS_SEED=3434 (generated #17437)
+SELECT o.status, i.line, i.qty FROM orders o LEFT JOIN order_items i ON i.order_id = o.order_id
