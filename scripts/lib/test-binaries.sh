@@ -20,7 +20,7 @@ SKIP=${SKIP:-}
 # The longest of the others (20-60 s each in a warm run against PostgreSQL 15) start first, so
 # the run does not end with one of them alone on a core while the other core idles. Order only:
 # a name missing from here still runs, in cargo's order after these.
-FIRST=${FIRST:-"transaction_pooling read_write_split merge_diff prepared_statements leaving merge_spill auth_query sharding postgres_hash admin hidden_effects"}
+FIRST=${FIRST:-"sharding_corpus transaction_pooling read_write_split merge_diff prepared_statements leaving merge_spill auth_query sharding postgres_hash admin hidden_effects"}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
