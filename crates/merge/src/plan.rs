@@ -594,16 +594,19 @@ impl<'s> Planner<'s> {
 fn operand_end(sql: &str, toks: &[Tok], first: usize) -> usize {
     let depth = toks[first].depth;
     let mut i = first;
-    // name or schema.name or table.column
-    while i < toks.len()
-        && toks[i].depth == depth
-        && matches!(toks[i].kind, Kind::Word | Kind::Quoted | Kind::Other)
-    {
-        let dot = toks[i].kind == Kind::Other;
-        if dot && &sql[toks[i].start..toks[i].end] != "." {
-            break;
-        }
+    // name, schema.name or table.column: names joined by dots, so `city IS NOT NULL` ends
+    // after `city` (the words after it are not the operand's).
+    let name = |i: usize| {
+        toks.get(i).is_some_and(|t| t.depth == depth && matches!(t.kind, Kind::Word | Kind::Quoted))
+    };
+    let dot = |i: usize| {
+        toks.get(i).is_some_and(|t| t.depth == depth && t.kind == Kind::Other && &sql[t.start..t.end] == ".")
+    };
+    if name(i) {
         i += 1;
+        while dot(i) && name(i + 1) {
+            i += 2;
+        }
     }
     let close_after = |i: usize| {
         toks[i + 1..].iter().position(|t| t.kind == Kind::Close && t.depth == depth).map(|p| i + 1 + p + 1)
@@ -654,6 +657,11 @@ mod tests {
             "SELECT g, sum(x) AS m, count(*), sum(x), count(x) FROM t WHERE y > 0 GROUP BY g"
         );
         assert_eq!(shard("SELECT count(DISTINCT k) FROM t"), "SELECT array_agg(DISTINCT k) FROM t");
+        // A grouping column's operand is its name alone, not the words after it.
+        assert_eq!(
+            shard("SELECT city, count(*) FROM t GROUP BY city HAVING city IS NOT NULL ORDER BY 1"),
+            "SELECT city, count(*) FROM t GROUP BY city"
+        );
         assert_eq!(
             shard("SELECT DISTINCT ON (g) g, x FROM t ORDER BY g, x"),
             "SELECT DISTINCT ON (g) g, x FROM t ORDER BY g, x"

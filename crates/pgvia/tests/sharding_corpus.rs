@@ -137,7 +137,7 @@ async fn differential_corpus_matches_the_reference() {
     }
     let generated = std::mem::take(&mut runner.tally);
     let ref_driver = common::connect(&direct_conninfo(&c.reference, USER, PASSWORD, DB)).await.unwrap();
-    corpus_support::copy::run(&mut runner, &via, &ref_driver).await;
+    corpus_support::copy::run(&mut runner, &proxy.conninfo(USER, PASSWORD, DB), &ref_driver).await;
     let copies = std::mem::take(&mut runner.tally);
     let copies_report = copies.report("COPY FROM STDIN");
     println!("{copies_report}");

@@ -117,6 +117,10 @@ pub fn tables_named<'a>(sql: &str, tables: &[&'a str]) -> Vec<&'a str> {
 /// meaning (a type PostgreSQL infers otherwise) is the same on both; ordinals (`ORDER BY 1`)
 /// are never after such a token, so a fixed order stays fixed.
 pub fn parameterize(sql: &str) -> (String, Vec<Option<String>>) {
+    if sql.trim_start().get(..4).is_some_and(|w| w.eq_ignore_ascii_case("copy")) {
+        // PostgreSQL takes no parameters in a COPY, not even in its query: as written.
+        return (sql.to_owned(), Vec::new());
+    }
     let b = sql.as_bytes();
     let mut out = String::with_capacity(sql.len());
     let mut params = Vec::new();

@@ -180,7 +180,11 @@ impl Runner {
                     break;
                 };
                 match judge(v, r, item.ordered) {
-                    Ok(Verdict::Refused) => verdict = Verdict::Refused,
+                    // The runs after a refusal follow from it (its transaction failed).
+                    Ok(Verdict::Refused) => {
+                        verdict = Verdict::Refused;
+                        break;
+                    }
                     Ok(_) => {}
                     Err(w) => {
                         verdict = Verdict::Wrong;
@@ -408,7 +412,10 @@ fn diff(got: &[String], want: &[String]) -> String {
 fn judge(via: &Outcome, reference: &Outcome, ordered: bool) -> Result<Verdict, String> {
     match (via, reference) {
         (Outcome::Error { code: a, .. }, Outcome::Error { code: b, .. }) if a == b => Ok(Verdict::Identical),
-        (Outcome::Error { code, .. }, Outcome::Answer { .. }) if code == "0A000" => Ok(Verdict::Refused),
+        // pgvia refuses a construct before any shard reads the statement, so an invalid one
+        // (mismatched UNION types, a negative LIMIT) may be refused rather than get the
+        // reference's own error: a refusal either way, never an answer.
+        (Outcome::Error { code, .. }, _) if code == "0A000" => Ok(Verdict::Refused),
         (
             Outcome::Answer { columns: ca, rows: ra, tag: ta },
             Outcome::Answer { columns: cb, rows: rb, tag: tb },

@@ -117,6 +117,14 @@ impl ShardedSession<'_> {
 
     /// `BEGIN`: answered at once; each shard hears it when the transaction first reaches it.
     pub(super) fn begin(&mut self, frame: Bytes) {
+        self.open_transaction(frame);
+        self.ready();
+    }
+
+    /// `BEGIN`'s answer without its ReadyForQuery (the statements after it in an extended
+    /// batch answer on): the transaction opens with the client's own text (its isolation level
+    /// and access mode) for the shards, and the client's tag (`BEGIN` or `START TRANSACTION`).
+    pub(super) fn open_transaction(&mut self, frame: Bytes) {
         let tag = if frame
             .get(5..)
             .is_some_and(|s| s.trim_ascii_start().get(..5).is_some_and(|w| w.eq_ignore_ascii_case(b"start")))
@@ -145,7 +153,6 @@ impl ShardedSession<'_> {
             }
         }
         wire::build::command_complete(&mut self.to_client, tag);
-        self.ready();
     }
 
     /// `SAVEPOINT`, `RELEASE` and `ROLLBACK TO`: run on every shard the transaction reached
@@ -330,5 +337,57 @@ impl ShardedSession<'_> {
         }
         wire::build::command_complete(&mut self.to_client, if reset { "RESET" } else { "SET" });
         self.ready();
+    }
+}
+
+impl ShardedSession<'_> {
+    /// In a failed transaction, a batch that only prepares `COMMIT`, `ROLLBACK` or `ROLLBACK
+    /// TO` (Parse, Describe of it, Sync: a driver preparing the statement that ends the
+    /// transaction) is answered as PostgreSQL answers it, which lets exactly those through
+    /// (its Bind and Execute are transaction control, in `extended.rs`). `false` for anything
+    /// else, which the failed transaction refuses.
+    pub(super) fn prepares_transaction_end(&mut self, frames: &[Bytes]) -> bool {
+        use wire::frontend::{tag as fe, FrontendMessage, Target as Which};
+        if !matches!(self.tx, Tx::Open { failed: true, .. }) {
+            return false;
+        }
+        let Some((first, rest)) = frames.split_first() else { return false };
+        let Ok(FrontendMessage::Parse(p)) = FrontendMessage::parse_body(first[0], &first[5..]) else {
+            return false;
+        };
+        let describes_it = |f: &Bytes| {
+            matches!(FrontendMessage::parse_body(f[0], &f[5..]),
+                Ok(FrontendMessage::Describe { target: Which::Statement, name }) if name == p.name)
+        };
+        if !rest.iter().all(|f| f[0] == fe::SYNC || describes_it(f))
+            || self.refused_parse(&frames[..1]).is_some()
+        {
+            return false;
+        }
+        let types: Vec<u32> = p.param_types.iter().collect();
+        let analysis = self.app.analyzer.analyze_bytes(p.query, &types);
+        let ends = analysis.len() == 1
+            && analysis.statements().all(|s| {
+                matches!(
+                    s.kind(),
+                    StatementKind::Commit { .. }
+                        | StatementKind::Rollback { .. }
+                        | StatementKind::RollbackToSavepoint
+                )
+            });
+        if !ends {
+            return false;
+        }
+        let name = p.name.to_owned();
+        let statement = self.client_statement(Bytes::copy_from_slice(p.query), types, analysis);
+        self.statements.insert(&name, statement);
+        wire::build::parse_complete(&mut self.to_client);
+        for _ in rest.iter().filter(|f| f[0] == fe::DESCRIBE) {
+            // No parameters, no rows.
+            wire::build::frame(&mut self.to_client, b't', |b| b.extend_from_slice(&0u16.to_be_bytes()));
+            wire::build::frame(&mut self.to_client, b'n', |_| {});
+        }
+        self.ready();
+        true
     }
 }

@@ -121,7 +121,8 @@ fn bind_renamed(out: &mut BytesMut, frame: &[u8], name_cstr: &[u8]) {
 /// What a batch of transaction control alone needs (JDBC and others send `BEGIN`/`COMMIT`
 /// through Parse/Bind/Execute).
 enum Control {
-    Begin,
+    /// The client's `BEGIN`/`START TRANSACTION` as a Query frame, its options with it.
+    Begin(Bytes),
     Commit,
     Rollback,
     /// `SAVEPOINT`, `RELEASE` or `ROLLBACK TO` (the kind), naming a savepoint, with the
@@ -138,25 +139,12 @@ impl ShardedSession<'_> {
         if let Some((control, skip)) = self.leading_control(&frames) {
             self.answer_control_messages(&frames[..skip]);
             match control {
-                Control::Begin if skip < frames.len() - 1 => {
-                    wire::build::command_complete(&mut self.to_client, "BEGIN");
-                    let mut begin = BytesMut::new();
-                    wire::build::query(&mut begin, "BEGIN");
-                    if matches!(self.tx, Tx::Idle) {
-                        self.tx = Tx::Open {
-                            begin: begin.freeze(),
-                            participants: ShardSet::EMPTY,
-                            writers: ShardSet::EMPTY,
-                            failed: false,
-                            savepoints: Vec::new(),
-                        };
-                    }
+                Control::Begin(query) if skip < frames.len() - 1 => {
+                    self.open_transaction(query);
                     return Box::pin(self.batch(frames[skip..].to_vec())).await;
                 }
-                Control::Begin => {
-                    let mut begin = BytesMut::new();
-                    wire::build::query(&mut begin, "BEGIN");
-                    self.begin(begin.freeze());
+                Control::Begin(query) => {
+                    self.begin(query);
                     return Ok(());
                 }
                 Control::Commit => {
@@ -172,6 +160,9 @@ impl ShardedSession<'_> {
                     return Ok(());
                 }
             }
+        }
+        if self.prepares_transaction_end(&frames) {
+            return Ok(());
         }
         if self.refused_in_failed_transaction() || self.held_portal_batch(&frames) {
             return Ok(());
@@ -689,7 +680,11 @@ impl ShardedSession<'_> {
         }
         let statement = analysis.statement(0)?;
         let control = match statement.kind() {
-            StatementKind::Begin(_) => Control::Begin,
+            StatementKind::Begin(_) => {
+                let mut query = BytesMut::new();
+                wire::build::frame(&mut query, fe::QUERY, |b| wire::build::put_cstr(b, &sql));
+                Control::Begin(query.freeze())
+            }
             StatementKind::Commit { chain: false } => Control::Commit,
             StatementKind::Rollback { chain: false } => Control::Rollback,
             kind @ (StatementKind::Savepoint
@@ -704,7 +699,7 @@ impl ShardedSession<'_> {
         // COMMIT/ROLLBACK and savepoints must be alone before the Sync; BEGIN may lead other
         // statements.
         let alone = n + 1 == frames.len();
-        if !(alone || matches!(control, Control::Begin)) {
+        if !(alone || matches!(control, Control::Begin(_))) {
             return None;
         }
         if parsed.is_some() && self.refused_parse(&frames[..1]).is_some() {
