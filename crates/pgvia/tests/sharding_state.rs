@@ -194,3 +194,33 @@ async fn a_multi_shard_writes_held_replies_are_charged_to_the_buffer_budget() {
     proxy.assert_no_leaks().await;
     proxy.stop().await;
 }
+
+/// A transaction opened through the extended protocol keeps the client's own options on
+/// every shard it reaches (before, each shard heard a bare `BEGIN`: read committed, read
+/// write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extended_start_transaction_keeps_its_options_on_every_shard() {
+    let (s0, s1) = two_shards();
+    let proxy =
+        TestProxy::start_toml(&common::shards::sharded_over(&pool_of_one(&s0, &[]), &[&s0, &s1])).await;
+    let client = connect(&proxy.conninfo(USER, PASSWORD, DB)).await.expect("client");
+    for start in [
+        "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+        "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY",
+    ] {
+        client.execute(start, &[]).await.unwrap_or_else(|e| panic!("{start}: {e}"));
+        let want = if start.contains("SERIALIZABLE") { "serializable" } else { "repeatable read" };
+        assert_eq!(
+            on_both(&client, "SELECT current_setting('transaction_isolation')").await,
+            [want, want],
+            "{start}"
+        );
+        assert_eq!(on_both(&client, "SELECT current_setting('transaction_read_only')").await, ["on", "on"]);
+        client.execute("COMMIT", &[]).await.expect("commit");
+    }
+    assert_eq!(
+        on_both(&client, "SELECT current_setting('transaction_isolation')").await,
+        ["read committed", "read committed"]
+    );
+    proxy.stop().await;
+}

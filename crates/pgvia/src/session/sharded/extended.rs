@@ -14,6 +14,7 @@ use shard::ShardSet;
 use wire::frontend::{tag as fe, FrontendMessage, Target as Which};
 use wire::sqlstate::SqlState;
 
+use super::batch_control::{is_control, Control};
 use super::fanout::{Combine, Merge};
 use super::kept::{Kept, ServerNote};
 use super::names::Pending;
@@ -116,18 +117,6 @@ fn bind_renamed(out: &mut BytesMut, frame: &[u8], name_cstr: &[u8]) {
         b.extend_from_slice(name_cstr);
         b.extend_from_slice(rest);
     });
-}
-
-/// What a batch of transaction control alone needs (JDBC and others send `BEGIN`/`COMMIT`
-/// through Parse/Bind/Execute).
-enum Control {
-    /// The client's `BEGIN`/`START TRANSACTION` as a Query frame, its options with it.
-    Begin(Bytes),
-    Commit,
-    Rollback,
-    /// `SAVEPOINT`, `RELEASE` or `ROLLBACK TO` (the kind), naming a savepoint, with the
-    /// statement as a Query frame (as the simple protocol's, replayed to shards that join).
-    Savepoint(StatementKind, String, Bytes),
 }
 
 impl ShardedSession<'_> {
@@ -566,198 +555,11 @@ impl ShardedSession<'_> {
             .collect();
         self.in_implicit_transaction(parts).await
     }
-
-    /// A batch whose last statement before the Sync is `COMMIT` or `ROLLBACK` (a driver's or
-    /// the HTTP gateway's transaction in one pipeline): the statements before it run as a batch
-    /// of their own, its ReadyForQuery held back; then, unless one of them failed (PostgreSQL
-    /// skips to the Sync then), the transaction ends as a `COMMIT` alone would end it.
-    async fn batch_then_end(
-        &mut self,
-        frames: Vec<Bytes>,
-        control: Control,
-        start: usize,
-    ) -> Result<(), SessionError> {
-        let mut first: Vec<Bytes> = frames[..start].to_vec();
-        let mut sync = BytesMut::new();
-        wire::build::sync(&mut sync);
-        first.push(sync.freeze());
-        let quiet = std::mem::replace(&mut self.quiet, true);
-        self.errored = false;
-        let result = Box::pin(self.batch(first)).await;
-        self.quiet = quiet;
-        result?;
-        if self.errored || matches!(self.tx, Tx::Open { failed: true, .. }) {
-            self.ready();
-            return Ok(());
-        }
-        let end = frames.len() - 1;
-        self.answer_control_messages(&frames[start..end]);
-        match control {
-            Control::Rollback => self.rollback().await,
-            _ => self.commit().await?,
-        }
-        Ok(())
-    }
-
-    /// Where a trailing `COMMIT`/`ROLLBACK` (its Parse, Bind, Describe and Execute) starts,
-    /// when the batch has other statements before it.
-    fn trailing_control(&self, frames: &[Bytes]) -> Option<(Control, usize)> {
-        let (last, rest) = frames.split_last()?;
-        if last[0] != fe::SYNC {
-            return None;
-        }
-        let mut at = rest.len().checked_sub(1)?;
-        if rest[at][0] != fe::EXECUTE {
-            return None;
-        }
-        if at > 0 && rest[at - 1][0] == fe::DESCRIBE {
-            at -= 1;
-        }
-        at = at.checked_sub(1)?;
-        let sql = match FrontendMessage::parse_body(rest[at][0], &rest[at][5..]).ok()? {
-            FrontendMessage::Bind(b) => match (b.statement.is_empty(), at.checked_sub(1).map(|p| &rest[p])) {
-                (true, Some(parse)) if parse[0] == fe::PARSE => {
-                    at -= 1;
-                    match FrontendMessage::parse_body(parse[0], &parse[5..]).ok()? {
-                        FrontendMessage::Parse(p) => Bytes::copy_from_slice(p.query),
-                        _ => return None,
-                    }
-                }
-                _ => self.statements.get(b.statement)?.sql.clone(),
-            },
-            _ => return None,
-        };
-        if at == 0 {
-            return None;
-        }
-        if !may_be_control(&sql) {
-            return None;
-        }
-        let analysis = self.app.analyzer.analyze_bytes(&sql, &[]);
-        if analysis.len() != 1 {
-            return None;
-        }
-        match analysis.statement(0)?.kind() {
-            StatementKind::Commit { chain: false } => Some((Control::Commit, at)),
-            StatementKind::Rollback { chain: false } => Some((Control::Rollback, at)),
-            _ => None,
-        }
-    }
-
-    /// A batch that starts with a transaction-control statement: which one, and how many
-    /// of its frames (Parse/Bind/Describe/Execute) carry it.
-    fn leading_control(&mut self, frames: &[Bytes]) -> Option<(Control, usize)> {
-        let mut sql: Option<Bytes> = None;
-        let mut parsed: Option<(String, Vec<u32>)> = None;
-        let mut n = 0;
-        for frame in frames {
-            match FrontendMessage::parse_body(frame[0], &frame[5..]).ok()? {
-                FrontendMessage::Parse(p) if n == 0 => {
-                    sql = Some(Bytes::copy_from_slice(p.query));
-                    parsed = Some((p.name.to_owned(), p.param_types.iter().collect()));
-                }
-                FrontendMessage::Bind(b) => {
-                    if sql.is_none() {
-                        sql = Some(self.statements.get(b.statement)?.sql.clone());
-                    }
-                }
-                FrontendMessage::Describe { target: Which::Portal, .. } => {}
-                FrontendMessage::Execute { .. } => {
-                    n += 1;
-                    break;
-                }
-                _ => return None,
-            }
-            n += 1;
-        }
-        let sql = sql?;
-        if !may_be_control(&sql) {
-            return None;
-        }
-        let analysis = self.app.analyzer.analyze_bytes(&sql, &[]);
-        if analysis.len() != 1 {
-            return None;
-        }
-        let statement = analysis.statement(0)?;
-        let control = match statement.kind() {
-            StatementKind::Begin(_) => {
-                let mut query = BytesMut::new();
-                wire::build::frame(&mut query, fe::QUERY, |b| wire::build::put_cstr(b, &sql));
-                Control::Begin(query.freeze())
-            }
-            StatementKind::Commit { chain: false } => Control::Commit,
-            StatementKind::Rollback { chain: false } => Control::Rollback,
-            kind @ (StatementKind::Savepoint
-            | StatementKind::Release
-            | StatementKind::RollbackToSavepoint) => {
-                let mut query = BytesMut::new();
-                wire::build::frame(&mut query, fe::QUERY, |b| wire::build::put_cstr(b, &sql));
-                Control::Savepoint(kind, statement.name().unwrap_or_default().to_owned(), query.freeze())
-            }
-            _ => return None,
-        };
-        // COMMIT/ROLLBACK and savepoints must be alone before the Sync; BEGIN may lead other
-        // statements.
-        let alone = n + 1 == frames.len();
-        if !(alone || matches!(control, Control::Begin(_))) {
-            return None;
-        }
-        if parsed.is_some() && self.refused_parse(&frames[..1]).is_some() {
-            // Its name is taken: the general path answers as PostgreSQL does.
-            return None;
-        }
-        if let Some((name, types)) = parsed {
-            let analysis = self.app.analyzer.analyze_bytes(&sql, &types);
-            let statement = self.client_statement(sql, types, analysis);
-            self.statements.insert(&name, statement);
-        }
-        Some((control, n))
-    }
-
-    /// The replies PostgreSQL gives to the Parse/Bind/Describe of a transaction-control
-    /// statement (its CommandComplete and ReadyForQuery follow from the statement itself).
-    fn answer_control_messages(&mut self, frames: &[Bytes]) {
-        for frame in frames {
-            match frame[0] {
-                fe::PARSE => wire::build::parse_complete(&mut self.to_client),
-                fe::BIND => wire::build::frame(&mut self.to_client, b'2', |_| {}),
-                fe::DESCRIBE => wire::build::frame(&mut self.to_client, b'n', |_| {}),
-                _ => {}
-            }
-        }
-    }
-}
-
-/// Whether `sql` may be a transaction-control statement, from its first word: a text that
-/// plainly starts with another (`SELECT`, `UPDATE`, ...) needs no analysis to say it is not.
-/// A comment or anything unusual in front is left to the analysis.
-fn may_be_control(sql: &[u8]) -> bool {
-    let text = sql.trim_ascii_start();
-    let word_len = text.iter().take_while(|b| b.is_ascii_alphabetic()).count();
-    if word_len == 0 {
-        return true;
-    }
-    let word = &text[..word_len];
-    ["begin", "start", "commit", "end", "rollback", "abort", "savepoint", "release"]
-        .iter()
-        .any(|k| word.eq_ignore_ascii_case(k.as_bytes()))
-}
-
-fn is_control(kind: StatementKind) -> bool {
-    matches!(
-        kind,
-        StatementKind::Begin(_)
-            | StatementKind::Commit { .. }
-            | StatementKind::Rollback { .. }
-            | StatementKind::Savepoint
-            | StatementKind::Release
-            | StatementKind::RollbackToSavepoint
-    )
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{bind_renamed, bind_unnamed_formats, may_be_control, split_bind};
+    use super::{bind_renamed, bind_unnamed_formats, split_bind};
     use bytes::BytesMut;
 
     /// A Bind of portal "p" and statement `stmt`: no parameter format codes, one text
@@ -798,31 +600,5 @@ mod tests {
         assert_eq!(split_bind(b"B\0\0\0\x06p"), None);
         assert_eq!(split_bind(b"B\0\0\0\x07p\0s"), None);
         assert_eq!(split_bind(b"B"), None);
-    }
-
-    #[test]
-    fn only_texts_that_may_be_transaction_control_are_analysed() {
-        for sql in [
-            "BEGIN",
-            " commit",
-            "End;",
-            "ROLLBACK",
-            "start transaction",
-            "abort",
-            "/* x */ COMMIT",
-            "-- c\nBEGIN",
-            "",
-        ] {
-            assert!(may_be_control(sql.as_bytes()), "{sql:?}");
-        }
-        for sql in [
-            "SELECT 1",
-            "  update t set a = 1",
-            "INSERT INTO begin_log VALUES (1)",
-            "WITH x AS (SELECT 1) SELECT 1",
-            "beginning",
-        ] {
-            assert!(!may_be_control(sql.as_bytes()), "{sql:?}");
-        }
     }
 }

@@ -12,6 +12,7 @@
 //! there on first use (`kept.rs`); a batch for several shards parses the statement unnamed
 //! in front of each Bind.
 
+mod batch_control;
 mod by_name;
 mod control;
 mod copy;
