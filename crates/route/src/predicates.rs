@@ -7,7 +7,7 @@
 
 use pg_raw_parse::const_val::ConstValue;
 use pg_raw_parse::list::NodeList;
-use pg_raw_parse::nodes::{ColumnRef, InsertStmt, TypeName};
+use pg_raw_parse::nodes::{InsertStmt, TypeName};
 use pg_raw_parse::Node;
 
 use crate::scope::{FromScope, Resolved};
@@ -55,30 +55,6 @@ pub(crate) fn operator(name: &NodeList) -> Option<&str> {
     let mut parts = name.iter().filter_map(|n| n.as_str());
     match (parts.next(), parts.next(), parts.next()) {
         (Some(op), None, None) | (Some("pg_catalog"), Some(op), None) => Some(op),
-        _ => None,
-    }
-}
-
-/// `(schema, table)` qualifying a column, when the query wrote one.
-pub(crate) type Qualifier<'t> = Option<(Option<&'t str>, &'t str)>;
-
-/// `(schema, table qualifier, column)` of a column reference; `None` for `t.*` and for
-/// references into composite values.
-pub(crate) fn column_parts<'t>(c: &'t ColumnRef) -> Option<(Qualifier<'t>, &'t str)> {
-    let mut parts: [Option<&'t str>; 3] = [None; 3];
-    let mut n = 0;
-    for f in c.fields() {
-        let s = f.as_str()?;
-        if n == 3 {
-            return None;
-        }
-        parts[n] = Some(s);
-        n += 1;
-    }
-    match (n, parts) {
-        (1, [Some(col), _, _]) => Some((None, col)),
-        (2, [Some(t), Some(col), _]) => Some((Some((None, t)), col)),
-        (3, [Some(s), Some(t), Some(col)]) => Some((Some((Some(s), t)), col)),
         _ => None,
     }
 }

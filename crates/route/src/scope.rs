@@ -2,7 +2,7 @@
 //! to among them.
 
 use pg_raw_parse::list::NodeList;
-use pg_raw_parse::nodes::RangeVar;
+use pg_raw_parse::nodes::{ColumnRef, RangeVar};
 use pg_raw_parse::Node;
 
 /// The relations a `WHERE` clause can name columns of: the statement's target (for
@@ -106,5 +106,29 @@ fn from_names<'t>(
         Node::RangeSubselect(s) => f(None, s.alias().and_then(|a| a.aliasname())),
         Node::RangeFunction(r) => f(None, r.alias().and_then(|a| a.aliasname())),
         _ => f(None, None),
+    }
+}
+
+/// `(schema, table)` qualifying a column, when the query wrote one.
+pub(crate) type Qualifier<'t> = Option<(Option<&'t str>, &'t str)>;
+
+/// `(schema, table qualifier, column)` of a column reference; `None` for `t.*` and for
+/// references into composite values.
+pub(crate) fn column_parts<'t>(c: &'t ColumnRef) -> Option<(Qualifier<'t>, &'t str)> {
+    let mut parts: [Option<&'t str>; 3] = [None; 3];
+    let mut n = 0;
+    for f in c.fields() {
+        let s = f.as_str()?;
+        if n == 3 {
+            return None;
+        }
+        parts[n] = Some(s);
+        n += 1;
+    }
+    match (n, parts) {
+        (1, [Some(col), _, _]) => Some((None, col)),
+        (2, [Some(t), Some(col), _]) => Some((Some((None, t)), col)),
+        (3, [Some(s), Some(t), Some(col)]) => Some((Some((Some(s), t)), col)),
+        _ => None,
     }
 }

@@ -11,7 +11,8 @@ use pg_raw_parse::nodes::{A_Expr, A_Expr_Kind, BoolExprType};
 use pg_raw_parse::Node;
 
 use crate::model::PredicateOp;
-use crate::predicates::{column_parts, operator};
+use crate::predicates::operator;
+use crate::scope::column_parts;
 use crate::scope::FromScope;
 use crate::scratch::range;
 use crate::store::{CondData, PredData, Range32};

@@ -560,7 +560,7 @@ fn self_assignment(t: &ResTarget, rel: Option<&RangeVar>, oc: &OnConflictClause)
     let Node::ColumnRef(c) = t.val() else {
         return false;
     };
-    let Some((qualifier, column)) = crate::predicates::column_parts(c) else {
+    let Some((qualifier, column)) = crate::scope::column_parts(c) else {
         return false;
     };
     if column != name {

@@ -7,28 +7,7 @@ use bytes::BytesMut;
 use shard::{KeyType, ShardFunction, ShardId, Value};
 
 use super::copy_text::{csv_field, end_marker, text_field};
-
-/// The data format of a COPY.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Csv,
-    Binary,
-}
-
-/// What the splitter needs from a `COPY ... FROM STDIN` statement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CopyOptions {
-    pub format: Format,
-    pub delimiter: u8,
-    pub quote: u8,
-    pub escape: u8,
-    /// The string that means NULL (`\N` in text, empty and unquoted in CSV).
-    pub null: Vec<u8>,
-    pub header: bool,
-    /// The column list as written (lower-cased unless quoted); empty when none is given.
-    pub columns: Vec<String>,
-}
+pub use super::copy_text::{CopyOptions, Format};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CopyError {

@@ -1,10 +1,30 @@
-//! One field of a COPY row, decoded the way PostgreSQL's COPY FROM decodes it
+//! A COPY's data options, and one field of a COPY row decoded by them the way PostgreSQL's COPY FROM decodes it
 //! (`CopyReadAttributesText` and `CopyReadAttributesCSV` in copyfromparse.c), so that the key
 //! pgvia hashes is byte for byte the value the shard stores. The row has been cut at its
 //! line end already; the bytes are the server's encoding (pgvia's sessions are UTF8 on both
 //! sides), and escapes produce raw bytes in it, as PostgreSQL's do.
 
-use super::copy::CopyOptions;
+/// The data format of a COPY.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Csv,
+    Binary,
+}
+
+/// What the splitter needs from a `COPY ... FROM STDIN` statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyOptions {
+    pub format: Format,
+    pub delimiter: u8,
+    pub quote: u8,
+    pub escape: u8,
+    /// The string that means NULL (`\N` in text, empty and unquoted in CSV).
+    pub null: Vec<u8>,
+    pub header: bool,
+    /// The column list as written (lower-cased unless quoted); empty when none is given.
+    pub columns: Vec<String>,
+}
 
 /// Field `index` of a text-format row: `None` if the row has fewer fields, `Some(None)` for
 /// NULL, else its decoded bytes.
@@ -155,7 +175,7 @@ pub(super) fn csv_field(row: &[u8], index: usize, o: &CopyOptions) -> Option<Opt
 /// line end is PostgreSQL's "end-of-copy marker corrupt". In CSV it counts only alone on
 /// its line, as in PostgreSQL.
 pub(super) fn end_marker(row: &[u8], o: &CopyOptions) -> Result<Option<usize>, &'static str> {
-    if o.format == super::copy::Format::Csv {
+    if o.format == Format::Csv {
         return Ok((row == b"\\.").then_some(0));
     }
     let mut i = 0;

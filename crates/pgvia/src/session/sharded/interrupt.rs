@@ -153,12 +153,3 @@ impl ShardedSession<'_> {
         self.ready();
     }
 }
-
-/// Resolves once the client is being ended at once (`KILL_CLIENT`, shutdown past its drain);
-/// a drain, which ends the client between transactions, is left to the session's next wait
-/// for the client.
-pub(super) async fn terminated(watch: &mut crate::clients::PhaseWatch) {
-    while watch.now() != crate::app::Phase::Terminating {
-        let _ = watch.changed().await;
-    }
-}

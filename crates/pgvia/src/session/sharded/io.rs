@@ -207,7 +207,7 @@ impl ShardedSession<'_> {
         let checkout = tokio::select! {
             biased;
             taken = group.checkout(role, Some(&self.patron)) => taken,
-            () = super::interrupt::terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
+            () = terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
         };
         let mut checkout =
             checkout.map_err(|e| ServerError::Io(std::io::Error::other(format!("shard {shard}: {e}"))))?;
@@ -412,7 +412,7 @@ impl ShardedSession<'_> {
                     self.query_timed_out(wait, &flight.lanes)?;
                     continue;
                 }
-                () = super::interrupt::terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
+                () = terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
             };
             let frame = frame?;
             if let Some(checkout) = self.held[flight.lanes[i]].as_mut() {
@@ -524,7 +524,7 @@ impl ShardedSession<'_> {
                 wait = self.timers.expired(), if self.timers.armed() => {
                     self.query_timed_out(wait, &flight.lanes)?;
                 }
-                () = super::interrupt::terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
+                () = terminated(&mut self.shutdown) => return Err(self.ended_while_waiting()),
             }
         }
     }
@@ -697,5 +697,14 @@ fn track_sent(conn: &mut crate::server::ServerConn, bytes: &[u8]) {
         }
         conn.tracker.client_sent(tag, &bytes[at + 5..end]);
         at = end;
+    }
+}
+
+/// Resolves once the client is being ended at once (`KILL_CLIENT`, shutdown past its drain);
+/// a drain, which ends the client between transactions, is left to the session's next wait
+/// for the client.
+async fn terminated(watch: &mut crate::clients::PhaseWatch) {
+    while watch.now() != crate::app::Phase::Terminating {
+        let _ = watch.changed().await;
     }
 }
