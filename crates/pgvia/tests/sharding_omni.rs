@@ -392,3 +392,61 @@ async fn show_shards_reports_what_sessions_did() {
     s.proxy.stop().await;
     drop(s.c);
 }
+
+/// `COPY ... FROM STDIN` into a table sharded by key through the extended protocol (a
+/// driver's `copy_in`, as Rust programs load data) was refused ("only as a simple query");
+/// now its rows are split by key as psql's are: each on the shard PostgreSQL's own hash
+/// partitioning picks, the table as the reference's, one `COPY n`; a bad row fails it on
+/// every shard and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extended_copy_into_a_sharded_table_splits_its_rows_by_key() {
+    let s = setup().await;
+    let ids = [101i64, 102, 103, 104, 105, 106, 107, 108];
+    let data: String =
+        ids.iter().map(|id| format!("{id}\t00000000-0000-0000-0000-{id:012}\t{}\n", id % 7)).collect();
+    let mut counts = Vec::new();
+    for client in [&s.via, &s.reference] {
+        let copy = async {
+            let sink = client.copy_in("COPY items (id, u, n) FROM STDIN").await?;
+            futures_util::pin_mut!(sink);
+            sink.send(bytes::Bytes::from(data.clone())).await?;
+            sink.finish().await
+        };
+        let n = tokio::time::timeout(Duration::from_secs(20), copy).await.expect("COPY answered").unwrap();
+        counts.push(n);
+    }
+    assert_eq!(counts, [8, 8], "COPY n");
+    for id in ids {
+        let shard = shards::partition_of(&s.reference, id).await;
+        let here =
+            s.shards[shard].query_one("SELECT count(*) FROM items WHERE id = $1", &[&id]).await.unwrap();
+        assert_eq!(here.get::<_, i64>(0), 1, "id {id} on shard {shard}");
+    }
+    same_simple(&s, "SELECT id, u, n FROM items ORDER BY id").await;
+    let bad = async {
+        let sink = s.via.copy_in("COPY items (id, u, n) FROM STDIN").await?;
+        futures_util::pin_mut!(sink);
+        sink.send(bytes::Bytes::from_static(b"201\t00000000-0000-0000-0000-000000000201\t1\nx\ty\tz\n"))
+            .await?;
+        sink.finish().await
+    };
+    let e = tokio::time::timeout(Duration::from_secs(20), bad).await.expect("COPY answered").unwrap_err();
+    assert!(common::sqlstate(&e).is_some(), "{e:?}");
+    same_simple(&s, "SELECT id, u, n FROM items ORDER BY id").await;
+    // Inside a transaction, the failed COPY fails it (25P02 until ROLLBACK), nothing kept.
+    s.via.batch_execute("BEGIN").await.unwrap();
+    let bad = async {
+        let sink = s.via.copy_in("COPY items (id, u, n) FROM STDIN").await?;
+        futures_util::pin_mut!(sink);
+        sink.send(bytes::Bytes::from_static(b"301\t00000000-0000-0000-0000-000000000301\t1\nx\ty\tz\n"))
+            .await?;
+        sink.finish().await
+    };
+    tokio::time::timeout(Duration::from_secs(20), bad).await.expect("COPY answered").unwrap_err();
+    let e = s.via.simple_query("SELECT 1").await.unwrap_err();
+    assert_eq!(common::sqlstate(&e).as_deref(), Some("25P02"), "{e:?}");
+    s.via.batch_execute("ROLLBACK").await.unwrap();
+    same_simple(&s, "SELECT id, u, n FROM items ORDER BY id").await;
+    s.proxy.stop().await;
+    drop(s.c);
+}

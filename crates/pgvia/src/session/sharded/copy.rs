@@ -137,6 +137,61 @@ impl ShardedSession<'_> {
         Some(keyed)
     }
 
+    /// `COPY ... FROM STDIN` into a table sharded by key through the extended protocol, as a
+    /// driver sends it once the statement is prepared (Bind, Describe of its portal, Execute,
+    /// Sync: tokio-postgres's `copy_in`): those messages are answered as PostgreSQL answers
+    /// them, then the rows are split by key exactly as for a simple query, whose
+    /// CommandComplete and ReadyForQuery end both. A batch that also parses or runs other
+    /// statements is refused.
+    pub(super) async fn copy_in_extended(
+        &mut self,
+        frames: &[Bytes],
+        analysis: &route::Analysis,
+        sql: &[u8],
+    ) -> Result<(), SessionError> {
+        let bound_alone = frames.iter().filter(|f| f[0] == fe::BIND).count() == 1
+            && frames.iter().all(|f| match f[0] {
+                fe::BIND | fe::EXECUTE | fe::SYNC => true,
+                fe::DESCRIBE => f.get(5) == Some(&b'P'),
+                _ => false,
+            });
+        if !bound_alone {
+            self.refuse(
+                SqlState::FEATURE_NOT_SUPPORTED.code(),
+                "COPY FROM STDIN into a sharded table through the extended protocol must be bound and run in a batch of its own (Bind, Execute, Sync), or sent as a simple query",
+            );
+            return Ok(());
+        }
+        for f in frames {
+            match f[0] {
+                fe::BIND => wire::build::frame(&mut self.to_client, b'2', |_| {}),
+                // A COPY's portal returns no rows.
+                fe::DESCRIBE => wire::build::frame(&mut self.to_client, b'n', |_| {}),
+                _ => {}
+            }
+        }
+        let mut query = BytesMut::new();
+        wire::build::frame(&mut query, fe::QUERY, |b| wire::build::put_cstr(b, sql));
+        self.copy_in_began = false;
+        let quiet = std::mem::replace(&mut self.quiet, true);
+        let handled = self.control(analysis, &query.freeze()).await;
+        self.quiet = quiet;
+        if !handled? {
+            self.refuse(
+                SqlState::FEATURE_NOT_SUPPORTED.code(),
+                "this COPY FROM STDIN cannot be split by key",
+            );
+            return Ok(());
+        }
+        if !self.copy_in_began {
+            // Refused or failed before its data: the Sync sent with the Execute is answered.
+            self.ready();
+        }
+        // Else that Sync was ignored during the COPY, as PostgreSQL ignores it; the client's
+        // Sync after its CopyDone comes as a batch of its own and gets the ReadyForQuery.
+        Ok(())
+    }
+
     /// Runs a `COPY ... FROM STDIN` into `rule`'s table (`table` as the statement names it).
     pub(super) async fn copy_in(
         &mut self,
@@ -191,7 +246,8 @@ impl ShardedSession<'_> {
             self.shard_failed(0, &e).await;
             return Ok(());
         }
-        if flight.fan.copy_in_started() {
+        self.copy_in_began = flight.fan.copy_in_started();
+        if self.copy_in_began {
             // The client was told to send its data (the merged CopyInResponse).
             self.flush_client().await?;
             let key = KeyPlace { index, key_type: rule.key_type, function: &rule.function };

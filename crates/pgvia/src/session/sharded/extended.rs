@@ -122,6 +122,12 @@ fn bind_renamed(out: &mut BytesMut, frame: &[u8], name_cstr: &[u8]) {
 impl ShardedSession<'_> {
     /// Extended-protocol messages up to a Sync.
     pub(super) async fn batch(&mut self, frames: Vec<Bytes>) -> Result<(), SessionError> {
+        if frames.iter().all(|f| matches!(f[0], fe::SYNC | fe::FLUSH)) {
+            // A Sync alone (after a COPY through the extended protocol, a pipeline's end) is
+            // answered with the status alone, in a failed transaction too, as PostgreSQL does.
+            self.ready();
+            return Ok(());
+        }
         if let Some((control, start)) = self.trailing_control(&frames) {
             return self.batch_then_end(frames, control, start).await;
         }
@@ -293,13 +299,7 @@ impl ShardedSession<'_> {
                     }
                     writes |= analysis.writes();
                     match self.copy_from_stdin(&analysis) {
-                        Some(true) => {
-                            self.refuse(
-                                SqlState::FEATURE_NOT_SUPPORTED.code(),
-                                "COPY FROM STDIN into a sharded table is split by key only as a simple query: send it so",
-                            );
-                            return Ok(());
-                        }
+                        Some(true) => return self.copy_in_extended(&frames, &analysis, &sql).await,
                         Some(false) => copy_from = true,
                         None => {}
                     }

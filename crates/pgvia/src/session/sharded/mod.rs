@@ -132,6 +132,10 @@ pub struct ShardedSession<'a> {
     /// Running the statements of a multi-statement query one by one: their ReadyForQuery
     /// is written once, after the last.
     quiet: bool,
+    /// The last `COPY ... FROM STDIN` split by key reached its data (the shards sent
+    /// CopyInResponse): through the extended protocol its ReadyForQuery answers the client's
+    /// Sync after CopyDone, as PostgreSQL ignores the one sent with the Execute during a COPY.
+    copy_in_began: bool,
     /// The last statement run ended in an error (ends a multi-statement query).
     errored: bool,
     /// `KILL_CLIENT` or shutdown ended the client while an exchange waited: nothing more is
@@ -224,6 +228,7 @@ impl<'a> ShardedSession<'a> {
             turn: 0,
             memo: Default::default(),
             quiet: false,
+            copy_in_began: false,
             errored: false,
             ending: false,
             cancel_waiting: false,
