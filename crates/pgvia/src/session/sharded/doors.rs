@@ -485,22 +485,9 @@ impl ShardedSession<'_> {
             }
         }
         let limit = self.app.config().limits.merge_memory_budget as usize;
-        self.aim_cancels(targets);
         let mut frame = BytesMut::new();
         wire::build::query(&mut frame, &sql);
-        let mark = self.to_client.len();
-        let sent = match self.launch(targets, Payload::Same(&frame), combine, &[], false).await {
-            Ok(mut flight) => {
-                flight.hold = true;
-                flight.held_limit = Some(limit);
-                match self.pump(&mut flight, false).await {
-                    Ok(()) => flight.outcome(),
-                    Err(e) => Err(e),
-                }
-            }
-            Err(e) => Err(e),
-        };
-        let reply = self.to_client.split_off(mark).freeze();
+        let (sent, reply) = self.exchange_held(targets, &frame, combine, &[]).await;
         let outcome = sent
             .map_err(|e| error_frame(SqlState::CONNECTION_FAILURE.code(), &format!("a shard failed: {e}")))?;
         self.note_outcome(targets, false, &outcome);
@@ -513,6 +500,36 @@ impl ShardedSession<'_> {
             ));
         }
         split_reply(reply)
+    }
+}
+
+impl ShardedSession<'_> {
+    /// Runs `payload` on `targets` with the reply held back from the client, at most
+    /// `limits.merge_memory_budget` bytes of it (past them the outcome says it overflowed):
+    /// the exchange's outcome and the reply, for the cursors, COPY and portals pgvia answers
+    /// from rows it holds.
+    pub(super) async fn exchange_held(
+        &mut self,
+        targets: ShardSet,
+        payload: &[u8],
+        combine: Combine,
+        parse_drops: &[bool],
+    ) -> (Result<super::io::Outcome, crate::server::ServerError>, Bytes) {
+        let limit = self.app.config().limits.merge_memory_budget as usize;
+        self.aim_cancels(targets);
+        let mark = self.to_client.len();
+        let sent = match self.launch(targets, Payload::Same(payload), combine, parse_drops, false).await {
+            Ok(mut flight) => {
+                flight.hold = true;
+                flight.held_limit = Some(limit);
+                match self.pump(&mut flight, false).await {
+                    Ok(()) => flight.outcome(),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        (sent, self.to_client.split_off(mark).freeze())
     }
 }
 

@@ -14,7 +14,6 @@ use wire::backend::tag;
 use wire::frontend::{tag as fe, FrontendMessage, Target as Which};
 
 use super::fanout::Combine;
-use super::io::Payload;
 use super::{ShardedSession, Tx};
 use crate::session::error::SessionError;
 
@@ -185,20 +184,7 @@ impl ShardedSession<'_> {
             }
         }
         let limit = self.app.config().limits.merge_memory_budget as usize;
-        self.aim_cancels(targets);
-        let mark = self.to_client.len();
-        let sent = match self.launch(targets, Payload::Same(payload), combine, parse_drops, false).await {
-            Ok(mut flight) => {
-                flight.hold = true;
-                flight.held_limit = Some(limit);
-                match self.pump(&mut flight, false).await {
-                    Ok(()) => flight.outcome(),
-                    Err(e) => Err(e),
-                }
-            }
-            Err(e) => Err(e),
-        };
-        let reply = self.to_client.split_off(mark).freeze();
+        let (sent, reply) = self.exchange_held(targets, payload, combine, parse_drops).await;
         let mut outcome = match sent {
             Ok(o) => o,
             Err(e) => {
